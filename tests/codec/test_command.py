@@ -1,0 +1,181 @@
+"""RemotingCommand: both header encodings, byte-exact on the golden frames, total on bad input."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from codec.codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, RequestCode, ResponseCode, SerializeType, code_name
+from codec.command import RemotingCommand, decode_binary_with_construct
+from codec.errors import CodecError, HeaderError
+from codec.frame import encode_frame
+
+from .golden import FRAME_A, FRAME_B
+from .strategies import commands
+
+
+def decode_frame(frame: bytes) -> RemotingCommand:
+    return RemotingCommand.decode(frame[4:])
+
+
+def test_golden_json_request_decodes_and_reencodes_byte_exact() -> None:
+    cmd = decode_frame(FRAME_A)
+    assert cmd == RemotingCommand(code=RequestCode.GET_ROUTEINFO_BY_TOPIC, opaque=7, ext_fields={"topic": "TopicTest"})
+    assert cmd.encode() == FRAME_A
+
+
+def test_golden_binary_response_decodes_and_reencodes_byte_exact() -> None:
+    cmd = decode_frame(FRAME_B)
+    assert cmd.code == ResponseCode.PULL_NOT_FOUND and cmd.is_response and not cmd.is_oneway
+    assert cmd.serialize_type == SerializeType.ROCKETMQ and cmd.remark == "OFFSET_OVERFLOW_ONE"
+    assert list(cmd.ext_fields.items()) == [
+        ("suggestWhichBrokerId", "0"), ("nextBeginOffset", "5"), ("minOffset", "0"), ("maxOffset", "5")
+    ]
+    assert cmd.encode() == FRAME_B
+
+
+def test_json_ext_fields_are_written_in_java_hashmap_order() -> None:
+    cmd = decode_frame(FRAME_B)
+    text = RemotingCommand.decode(
+        RemotingCommand(**{**_fields(cmd), "serialize_type": SerializeType.JSON}).encode()[4:]
+    )
+    header = RemotingCommand(**{**_fields(text)}).encode()[8:]
+    assert b'"extFields":{"suggestWhichBrokerId":"0","nextBeginOffset":"5","maxOffset":"5","minOffset":"0"}' in header
+
+
+def _fields(cmd: RemotingCommand) -> dict:
+    return {f: getattr(cmd, f) for f in cmd.__dataclass_fields__}
+
+
+def test_response_keeps_opaque_and_serialize_type() -> None:
+    request = decode_frame(FRAME_B)
+    answer = request.response(ResponseCode.SUCCESS, remark="ok")
+    assert (answer.opaque, answer.serialize_type, answer.flag) == (7, SerializeType.ROCKETMQ, FLAG_RESPONSE)
+
+
+def test_go_style_json_header_is_accepted() -> None:
+    # rocketmq-client-go (jsoniter) writes struct order, an empty remark and language GO.
+    header = b'{"code":11,"language":"GO","version":317,"opaque":3,"flag":0,"remark":"","extFields":{"topic":"T"}}'
+    cmd = RemotingCommand.decode(struct.pack(">i", len(header)) + header)
+    assert (cmd.code, cmd.language, cmd.version, cmd.remark) == (11, LanguageCode.GO, 317, "")
+
+
+def test_language_may_be_an_ordinal_and_unknown_properties_are_ignored() -> None:
+    header = b'{"code":34,"language":9,"opaque":1,"serializeTypeCurrentRPC":"JSON","future":[1]}'
+    cmd = RemotingCommand.decode(struct.pack(">i", len(header)) + header)
+    assert cmd.language == LanguageCode.GO
+
+
+def test_numeric_ext_values_become_java_strings() -> None:
+    header = b'{"code":14,"extFields":{"queueId":3,"flag":true}}'
+    cmd = RemotingCommand.decode(struct.pack(">i", len(header)) + header)
+    assert cmd.ext_fields == {"queueId": "3", "flag": "true"}
+
+
+def test_unknown_codes_stay_representable() -> None:
+    cmd = RemotingCommand(code=4242, flag=FLAG_ONEWAY)
+    back = RemotingCommand.decode(cmd.encode()[4:])
+    assert back.code == 4242 and back.is_oneway
+    assert code_name(4242, response=False) == "4242"
+    assert code_name(11, response=False) == "PULL_MESSAGE"
+
+
+def test_pop_codes_do_not_fit_the_binary_header() -> None:
+    with pytest.raises(HeaderError):
+        RemotingCommand(code=RequestCode.POP_MESSAGE, serialize_type=SerializeType.ROCKETMQ).encode()
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"{",
+        b"[]",
+        b'{"code":"x"}',
+        b'{"code":4294967296}',
+        b'{"code":1,"extFields":[]}',
+        b'{"code":1,"extFields":{"a":{"b":1}}}',
+        b'{"code":1,"remark":5}',
+        b"\xff\xfe",
+        b"[" * 100000,
+    ],
+)
+def test_malformed_json_headers_are_header_errors(header: bytes) -> None:
+    with pytest.raises(HeaderError) as info:
+        RemotingCommand.decode(struct.pack(">i", len(header)) + header)
+    assert info.value.close_connection
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"\x00\x00",  # no header length
+        struct.pack(">i", 10) + b"{}",  # header length beyond the payload
+        struct.pack(">i", (7 << 24) | 2) + b"{}",  # unknown serialize type
+        struct.pack(">i", (1 << 24) | 3) + b"abc",  # binary header shorter than its fixed part
+    ],
+)
+def test_malformed_payloads_are_header_errors(payload: bytes) -> None:
+    with pytest.raises(HeaderError):
+        RemotingCommand.decode(payload)
+
+
+def test_binary_lengths_beyond_the_header_are_refused() -> None:
+    good = RemotingCommand(code=1, remark="r", ext_fields={"k": "v"}, serialize_type=SerializeType.ROCKETMQ).encode()
+    header = bytearray(good[8:])
+    for offset in (13, 18 + 0, 22):  # remark length, ext length, first key length
+        broken = bytearray(header)
+        struct.pack_into(">i" if offset != 22 else ">h", broken, offset, 0x7FFF)
+        with pytest.raises(HeaderError):
+            RemotingCommand.decode(struct.pack(">i", (1 << 24) | len(broken)) + bytes(broken))
+
+
+@given(commands())
+def test_every_command_round_trips(cmd: RemotingCommand) -> None:
+    frame = cmd.encode()
+    assert struct.unpack(">i", frame[:4])[0] == len(frame) - 4
+    assert RemotingCommand.decode(frame[4:]) == cmd
+
+
+@given(commands(serialize_type=SerializeType.ROCKETMQ))
+def test_binary_fast_path_agrees_with_the_construct_declaration(cmd: RemotingCommand) -> None:
+    header = cmd.encode_header()[8:]
+    fast = RemotingCommand.decode(cmd.encode()[4:])
+    spec = decode_binary_with_construct(header)
+    assert {k: getattr(fast, k) for k in spec} == spec
+
+
+@given(commands(serialize_type=SerializeType.JSON))
+def test_json_header_is_standard_json(cmd: RemotingCommand) -> None:
+    obj = json.loads(cmd.encode_header()[8:])
+    assert obj["serializeTypeCurrentRPC"] == "JSON" and list(obj) == sorted(obj)
+
+
+@given(st.binary(max_size=300))
+def test_arbitrary_payloads_raise_only_codec_errors(payload: bytes) -> None:
+    for stype in (0, 1):
+        data = struct.pack(">i", (stype << 24) | min(len(payload), 0xFFFFFF)) + payload
+        try:
+            RemotingCommand.decode(data)
+        except CodecError:
+            pass
+
+
+@given(commands(serialize_type=SerializeType.ROCKETMQ), st.data())
+def test_mutated_binary_headers_raise_only_codec_errors(cmd: RemotingCommand, data: st.DataObject) -> None:
+    frame = bytearray(cmd.encode())
+    i = data.draw(st.integers(8, len(frame) - 1)) if len(frame) > 8 else 8
+    if i < len(frame):
+        frame[i] = data.draw(st.integers(0, 255))
+    try:
+        RemotingCommand.decode(bytes(frame[4:]))
+    except CodecError:
+        pass
+
+
+def test_encode_frame_is_what_encode_writes() -> None:
+    cmd = decode_frame(FRAME_A)
+    assert cmd.encode() == encode_frame(0, FRAME_A[8:], b"")
