@@ -1,0 +1,130 @@
+"""Codec throughput on one core; prints a JSON report (numbers and machine), asserts nothing.
+
+Targets (issue 4): >= 100,000 small frames/s each way for JSON and ROCKETMQ headers (measured on
+a PULL_NOT_FOUND answer, and for reference on a full 13-field PULL_MESSAGE request), and
+>= 200,000 messages/s decoding a 32-message pull body of 1 KiB messages.
+Run: ``python bench/codec.py [--seconds N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from codec.codes import RequestCode, ResponseCode, SerializeType  # noqa: E402
+from codec.command import RemotingCommand  # noqa: E402
+from codec.frame import FrameDecoder  # noqa: E402
+from codec.headers import PullMessageRequestHeader, PullMessageResponseHeader  # noqa: E402
+from codec.message import HostPort, Message, decode_messages, encode_message  # noqa: E402
+
+
+def rate(fn: Callable[[], object], units_per_call: int, seconds: float) -> float:
+    """Calls per second times units, best of three timed rounds of about ``seconds / 3`` each."""
+    n = 1
+    while True:  # calibrate
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        elapsed = time.perf_counter() - start
+        if elapsed > 0.05:
+            break
+        n *= 2
+    per_round = max(1, int(n * (seconds / 3) / elapsed))
+    best = 0.0
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(per_round):
+            fn()
+        best = max(best, per_round * units_per_call / (time.perf_counter() - start))
+    return best
+
+
+def pull_request(serialize_type: int) -> RemotingCommand:
+    header = PullMessageRequestHeader(
+        consumer_group="please_rename_unique_group_name", topic="TopicTest", queue_id=3, queue_offset=123456,
+        max_msg_nums=32, sys_flag=3, commit_offset=123400, suspend_timeout_millis=15000, subscription="TagA || TagB",
+        sub_version=1700000000000, expression_type="TAG", bname="rmqproxy-a",
+    )  # fmt: skip
+    return RemotingCommand(
+        code=RequestCode.PULL_MESSAGE, opaque=4242, ext_fields=header.to_ext(), serialize_type=serialize_type
+    )
+
+
+def pull_not_found(serialize_type: int) -> RemotingCommand:
+    """The commonest small frame a broker writes: a PULL_NOT_FOUND answer (PROTOCOL.md §11 B)."""
+    header = PullMessageResponseHeader(suggest_which_broker_id=0, next_begin_offset=5, min_offset=0, max_offset=5)
+    return RemotingCommand(
+        code=ResponseCode.PULL_NOT_FOUND, opaque=7, flag=1, remark="OFFSET_OVERFLOW_ONE",
+        ext_fields=header.to_ext(), serialize_type=serialize_type,
+    )  # fmt: skip
+
+
+def machine() -> dict:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=3.0, help="time budget per measurement")
+    args = parser.parse_args(argv)
+
+    report: dict = {"benchmark": "codec", "machine": machine(), "results": {}}
+    results = report["results"]
+    for kind, build in (("small", pull_not_found), ("pull_request", pull_request)):
+        for name, stype in (("json", SerializeType.JSON), ("rocketmq", SerializeType.ROCKETMQ)):
+            cmd = build(stype)
+            frame = cmd.encode()
+            decoder = FrameDecoder()
+            prefix = f"{kind}_{name}"
+            results[f"{prefix}_frame_bytes"] = len(frame)
+            results[f"{prefix}_decode_frames_per_s"] = round(
+                rate(lambda: [RemotingCommand.decode(p) for p in decoder.feed(frame)], 1, args.seconds)
+            )
+            results[f"{prefix}_encode_frames_per_s"] = round(rate(cmd.encode, 1, args.seconds))
+    frame = pull_request(SerializeType.JSON).encode()
+    results["pull_request_json_decode_with_typed_header_per_s"] = round(
+        rate(lambda: PullMessageRequestHeader.from_ext(RemotingCommand.decode(frame[4:]).ext_fields), 1, args.seconds)
+    )
+
+    props = {"TAGS": "TagA", "KEYS": "order-1", "UNIQ_KEY": "7F00000130391B6D35860A1B2C3D0001", "CLUSTER": "DefaultCluster"}
+    messages = [
+        Message("TopicTest", os.urandom(1024), dict(props), queue_id=3, queue_offset=i, physical_offset=i * 1200,
+                born_timestamp=1700000000000 + i, born_host=HostPort("10.0.0.7", 50123), store_timestamp=1700000000005 + i,
+                store_host=HostPort("10.0.0.1", 10911))
+        for i in range(32)
+    ]  # fmt: skip
+    body = b"".join(encode_message(m) for m in messages)
+    results["pull_body_bytes"] = len(body)
+    results["message_encode_per_s"] = round(rate(lambda: [encode_message(m) for m in messages], 32, args.seconds))
+    results["pull_body_decode_messages_per_s"] = round(rate(lambda: decode_messages(body), 32, args.seconds))
+    report["targets"] = {
+        "frames_per_s_each_way": 100000,
+        "pull_body_decode_messages_per_s": 200000,
+    }
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
