@@ -100,15 +100,19 @@ def main(argv: list[str] | None = None) -> None:
             prefix = f"{kind}_{name}"
             results[f"{prefix}_frame_bytes"] = len(frame)
             results[f"{prefix}_decode_frames_per_s"] = round(
-                rate(lambda: [RemotingCommand.decode(p) for p in decoder.feed(frame)], 1, args.seconds)
+                rate(lambda d=decoder, f=frame: [RemotingCommand.decode(p) for p in d.feed(f)], 1, args.seconds)
             )
             results[f"{prefix}_encode_frames_per_s"] = round(rate(cmd.encode, 1, args.seconds))
     frame = pull_request(SerializeType.JSON).encode()
     results["pull_request_json_decode_with_typed_header_per_s"] = round(
-        rate(lambda: PullMessageRequestHeader.from_ext(RemotingCommand.decode(frame[4:]).ext_fields), 1, args.seconds)
+        rate(
+            lambda: PullMessageRequestHeader.from_ext(RemotingCommand.decode(frame[4:]).ext_fields), 1, args.seconds
+        )
     )
 
-    props = {"TAGS": "TagA", "KEYS": "order-1", "UNIQ_KEY": "7F00000130391B6D35860A1B2C3D0001", "CLUSTER": "DefaultCluster"}
+    props = {
+        "TAGS": "TagA", "KEYS": "order-1", "UNIQ_KEY": "7F00000130391B6D35860A1B2C3D0001", "CLUSTER": "DefaultCluster"
+    }  # fmt: skip
     messages = [
         Message("TopicTest", os.urandom(1024), dict(props), queue_id=3, queue_offset=i, physical_offset=i * 1200,
                 born_timestamp=1700000000000 + i, born_host=HostPort("10.0.0.7", 50123), store_timestamp=1700000000005 + i,

@@ -334,7 +334,9 @@ RESPONSE_HEADERS: dict[int, HeaderCodec] = {
 
 #: Every header class, by Java name (for the oracle tests and tools).
 HEADER_CLASSES: dict[str, type[Header]] = {
-    name: obj for name, obj in dict(globals()).items() if isinstance(obj, type) and issubclass(obj, Header) and obj is not Header
+    name: obj
+    for name, obj in dict(globals()).items()
+    if isinstance(obj, type) and issubclass(obj, Header) and obj is not Header
 }
 
 

@@ -15,7 +15,9 @@ int32 = st.integers(-(2**31), 2**31 - 1)
 int64 = st.integers(-(2**63), 2**63 - 1)
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 # Property names and values: no separators, non-empty (what Java can round-trip).
-prop_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x01\x02"), min_size=1, max_size=20)
+prop_text = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x01\x02"), min_size=1, max_size=20
+)
 properties = st.dictionaries(prop_text, prop_text, max_size=6)
 
 ipv4 = st.ip_addresses(v=4).map(str)

@@ -43,7 +43,9 @@ def header_values(draw: st.DrawFn, codec: HeaderCodec) -> object:
     return codec.cls(**values)
 
 
-ALL_CODECS = sorted({id(c): c for c in [*REQUEST_HEADERS.values(), *RESPONSE_HEADERS.values()]}.values(), key=lambda c: c.java_name)
+ALL_CODECS = sorted(
+    {id(c): c for c in [*REQUEST_HEADERS.values(), *RESPONSE_HEADERS.values()]}.values(), key=lambda c: c.java_name
+)
 
 
 def test_every_request_code_of_the_protocol_table_is_covered() -> None:

@@ -9,7 +9,10 @@ from codec.javacompat import hash_order, hashmap_order, java_bool, java_int, lon
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("", 0), ("*", 42), ("TagA", 2598919), ("TagB", 2598920), ("polygenelubricants", -(2**31)), ("é", 233), ("😀", 55357 * 31 + 56832)],
+    [
+        ("", 0), ("*", 42), ("TagA", 2598919), ("TagB", 2598920), ("polygenelubricants", -(2**31)), ("é", 233),
+        ("😀", 55357 * 31 + 56832),  # two UTF-16 code units
+    ],  # fmt: skip
 )
 def test_string_hash_is_javas(text: str, expected: int) -> None:
     assert string_hash(text) == expected

@@ -133,7 +133,8 @@ def test_every_message_round_trips(msg: Message) -> None:
     record = encode_message(msg)
     back, end = decode_message(record, check_crc=True)
     assert end == len(record)
-    expected = {f: getattr(msg, f) for f in Message.__dataclass_fields__ if f not in ("body_crc", "store_size", "sys_flag")}
+    derived = ("body_crc", "store_size", "sys_flag")
+    expected = {f: getattr(msg, f) for f in Message.__dataclass_fields__ if f not in derived}
     assert {f: getattr(back, f) for f in expected} == expected
     assert back.body_crc == body_crc(msg.body) and back.store_size == len(record)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
-from pathlib import Path
 
 import pytest
 
@@ -34,7 +33,7 @@ from codec.message import (
     encode_message,
 )
 
-VECTORS = Path(__file__).resolve().parents[3] / "shared" / "vectors" / "java-4.9.7-session.jsonl"
+from ..conftest import find_session_vectors
 
 REQUEST_BODIES = {
     RequestCode.HEART_BEAT: HeartbeatData,
@@ -49,9 +48,7 @@ RESPONSE_BODIES = {
 
 
 def _records() -> list[dict]:
-    if not VECTORS.exists():
-        pytest.fail(f"recorded session missing: {VECTORS}")
-    return [json.loads(line) for line in VECTORS.read_text().splitlines() if line.strip()]
+    return [json.loads(line) for line in find_session_vectors().read_text().splitlines() if line.strip()]
 
 
 @pytest.fixture(scope="module")

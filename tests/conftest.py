@@ -1,0 +1,28 @@
+"""Shared test fixtures: where the recorded Java session lives."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def find_session_vectors() -> Path:
+    """The recorded Java 4.9.7 session: ``$RMQ_SESSION_VECTORS``, else ``../shared/vectors/``.
+
+    Missing, it fails under CI (where shared/ is always beside the clone) and skips elsewhere.
+    """
+    candidates = [
+        os.environ.get("RMQ_SESSION_VECTORS", ""),
+        str(REPO.parent / "shared" / "vectors" / "java-4.9.7-session.jsonl"),
+    ]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    message = f"recorded session not found (set RMQ_SESSION_VECTORS or put shared/ beside the repo): {candidates}"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)

@@ -1,0 +1,50 @@
+"""Fixtures for tests that use the real Apache RocketMQ Java classes as an oracle (see oracle.py).
+
+``oracle_line`` is "4.9" or "5"; ``oracle`` is one running Java oracle per line for the whole
+session (ids ``rocketmq-4.9.8`` / ``rocketmq-5.x.y``).  Every test collected under this directory is
+marked ``interop``.  Without ``mvn`` or ``java`` the tests are skipped, or fail when ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .oracle import ORACLE_LINES, Oracle, missing_tools
+
+_HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _HERE in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.interop)
+
+
+def _require_tools() -> None:
+    missing = missing_tools()
+    if missing:
+        msg = f"interop oracle needs {' and '.join(missing)} on PATH"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+
+
+@pytest.fixture(scope="session", params=list(ORACLE_LINES), ids=lambda line: f"rocketmq-{ORACLE_LINES[line]}")
+def oracle_line(request: pytest.FixtureRequest) -> str:
+    """The client line under test: "4.9" or "5"."""
+    return request.param
+
+
+@pytest.fixture(scope="session")
+def oracle(oracle_line: str) -> Iterator[Oracle]:
+    """A running Java oracle for ``oracle_line`` (built with Maven on first use, then reused)."""
+    _require_tools()
+    proc = Oracle(oracle_line)
+    try:
+        yield proc
+    finally:
+        proc.close()
