@@ -115,8 +115,8 @@ def main(argv: list[str] | None = None) -> None:
     }  # fmt: skip
     messages = [
         Message("TopicTest", os.urandom(1024), dict(props), queue_id=3, queue_offset=i, physical_offset=i * 1200,
-                born_timestamp=1700000000000 + i, born_host=HostPort("10.0.0.7", 50123), store_timestamp=1700000000005 + i,
-                store_host=HostPort("10.0.0.1", 10911))
+                born_timestamp=1700000000000 + i, born_host=HostPort("10.0.0.7", 50123),
+                store_timestamp=1700000000005 + i, store_host=HostPort("10.0.0.1", 10911))
         for i in range(32)
     ]  # fmt: skip
     body = b"".join(encode_message(m) for m in messages)

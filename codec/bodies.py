@@ -192,7 +192,7 @@ class Body:
     _aliases: ClassVar[dict[str, str]] = {}
 
     @classmethod
-    def table(cls) -> tuple[tuple[str, str, Kind], ...]:
+    def json_fields(cls) -> tuple[tuple[str, str, Kind], ...]:
         """(json name, attribute, kind) in fastjson's writing order (alphabetical by JSON name)."""
         if "_table" not in cls.__dict__:
             rows = [(f.metadata["json"], f.name, f.metadata["kind"]) for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
@@ -205,7 +205,7 @@ class Body:
         if not isinstance(obj, dict):
             raise BodyError(f"{path}: expected an object, got {type(obj).__name__}")
         values = {}
-        for json_name, attr, kind in cls.table():
+        for json_name, attr, kind in cls.json_fields():
             raw = obj.get(json_name)
             if raw is None:
                 alias = cls._aliases.get(json_name)
@@ -216,7 +216,7 @@ class Body:
 
     def dump(self, standard: bool = False) -> dict[str, Any]:
         out = {}
-        for json_name, attr, kind in self.table():
+        for json_name, attr, kind in self.json_fields():
             value = getattr(self, attr)
             if value is not None:
                 out[json_name] = kind.dump(value, standard)

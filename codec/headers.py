@@ -14,6 +14,10 @@ Facts behind the tables (apache/rocketmq 4.9.8 and 5.3.3, read off the released 
   ``SendMessageResponseHeader``, ``PullMessageRequestHeader``, ``PullMessageResponseHeader``. In
   ROCKETMQ serialization Java writes their fields first, in declaration order, then any other
   ext fields in HashMap order; every other header is written wholly in HashMap order.
+- HashMap order breaks bucket ties by insertion order, and Java inserts header fields in
+  ``HashSet<Field>`` order (``Field.hashCode`` = declaring class name hash XOR field name hash).
+  We emulate 4.9.8's classes, so what we write is byte-identical to a 4.9.8 peer; a 5.x peer
+  writes the same keys and values, ties broken by its own reflection.
 - SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE carry ``SendMessageRequestHeader`` under the one-letter
   names ``a``..``n``; here both decode to the same ``SendMessageRequestHeader`` value.
 - Java only logs a missing ``@CFNotNull`` field or an unparsable number and leaves the field
@@ -31,7 +35,18 @@ from typing import Any, ClassVar
 
 from .codes import RequestCode
 from .errors import CustomHeaderError
-from .javacompat import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, hashmap_order, java_bool, java_int, java_str
+from .javacompat import (
+    INT32_MAX,
+    INT32_MIN,
+    INT64_MAX,
+    INT64_MIN,
+    hash_order,
+    hashmap_order,
+    java_bool,
+    java_int,
+    java_str,
+    string_hash,
+)
 
 _PARSERS = {
     "S": lambda text: text,
@@ -52,6 +67,8 @@ class HField:
     type: str
     required: bool
     default: Any = None
+    only_5x: bool = False
+    declared_in: str = ""
 
 
 def snake(name: str) -> str:
@@ -59,13 +76,23 @@ def snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
 
 
-def _parse_spec(spec: str) -> tuple[HField, ...]:
+def _parse_spec(spec: str, leaf_class: str) -> tuple[HField, ...]:
     fields = []
     for item in spec.split():
         name, _, rest = item.partition(":")
-        kind, _, default = rest.replace("!", "").partition("=")
-        fields.append(HField(name, snake(name), kind, "!" in rest, _DEFAULTS[default] if default else None))
+        declared_in = _RPC_CLASS_49 if rest.endswith("@") else leaf_class
+        kind, _, default = rest.rstrip("@^").replace("!", "").partition("=")
+        default_value = _DEFAULTS[default] if default else None
+        fields.append(HField(name, snake(name), kind, "!" in rest, default_value, "^" in rest, declared_in))
     return tuple(fields)
+
+
+def _hashset_order(fields: tuple[HField, ...]) -> tuple[HField, ...]:
+    """4.9.8 ``getClazzFields`` order: a ``HashSet<Field>`` filled leaf class first, where
+    ``Field.hashCode`` is the declaring class name's hash XOR the field name's hash."""
+    present = [f for f in fields if not f.only_5x]
+    present.sort(key=lambda f: f.declared_in == _RPC_CLASS_49)  # superclass fields come last
+    return tuple(hash_order(present, lambda f: string_hash(f.declared_in) ^ string_hash(f.wire)))
 
 
 class Header:
@@ -89,6 +116,9 @@ class HeaderCodec:
         self.fields = fields
         self.fast = fast
         self.java_name = java_name
+        # Fast headers write declaration order; the others insert into the HashMap in the order
+        # Java's reflection yields (5.x-only fields, absent in 4.9.8, go last).
+        self._write_order = fields if fast else _hashset_order(fields) + tuple(f for f in fields if f.only_5x)
 
     def decode(self, ext: Mapping[str, str] | None) -> Any:
         """Typed header from extFields; CustomHeaderError on a missing required or bad value."""
@@ -113,7 +143,7 @@ class HeaderCodec:
         """extFields for ``header`` in Java's ROCKETMQ write order (see the module doc);
         ``extra`` are keys Java adds with ``addExtField`` (e.g. MSG_REGION)."""
         own = {}
-        for f in self.fields:
+        for f in self._write_order:
             value = getattr(header, f.attr)
             if value is not None:
                 own[f.wire] = java_str(value)
@@ -124,8 +154,8 @@ class HeaderCodec:
         return {k: merged[k] for k in hashmap_order(merged)}
 
 
-def _define(java_name: str, spec: str, *, fast: bool = False) -> type[Header]:
-    fields = _parse_spec(spec)
+def _define(java_name: str, spec: str, *, fast: bool = False, namesrv: bool = False) -> type[Header]:
+    fields = _parse_spec(spec, f"{_HEADER_PACKAGE_49}{'.namesrv' if namesrv else ''}.{java_name}")
     cls = dataclasses.make_dataclass(
         java_name,
         [(f.attr, _PY_TYPES[f.type] | None, dataclasses.field(default=f.default)) for f in fields],
@@ -138,31 +168,37 @@ def _define(java_name: str, spec: str, *, fast: bool = False) -> type[Header]:
     return cls
 
 
-# Superclass fields: RpcRequestHeader (bname in 4.9.8; ns, nsd, oway in 5.x), TopicRequestHeader (lo, 5.x).
-_RPC = " ns:S nsd:B bname:S oway:B"
-_TOPIC_RPC = " lo:B" + _RPC
+# Spec markers: "!" @CFNotNull, "=v" a Java primitive with its default, "^" only in 5.x, "@" declared
+# in 4.9.8's RpcRequestHeader. Superclass fields: RpcRequestHeader (bname, in 4.9.8 only for the
+# classes extending it; ns, nsd, oway in 5.x) and 5.x TopicRequestHeader (lo).
+_HEADER_PACKAGE_49 = "org.apache.rocketmq.common.protocol.header"
+_RPC_CLASS_49 = "org.apache.rocketmq.common.rpc.RpcRequestHeader"
+_RPC = " ns:S^ nsd:B^ bname:S^ oway:B^"
+_TOPIC_RPC = " lo:B^" + _RPC
+_RPC_49 = " ns:S^ nsd:B^ bname:S@ oway:B^"
+_TOPIC_RPC_49 = " lo:B^" + _RPC_49
 
 SendMessageRequestHeader = _define(
     "SendMessageRequestHeader",
     "producerGroup:S! topic:S! defaultTopic:S! defaultTopicQueueNums:I! queueId:I! sysFlag:I! bornTimestamp:L! "
-    "flag:I! properties:S reconsumeTimes:I unitMode:B=false batch:B=false maxReconsumeTimes:I" + _TOPIC_RPC,
+    "flag:I! properties:S reconsumeTimes:I unitMode:B=false batch:B=false maxReconsumeTimes:I" + _TOPIC_RPC_49,
 )
 SendMessageResponseHeader = _define(
     "SendMessageResponseHeader",
-    "msgId:S! queueId:I! queueOffset:L! transactionId:S batchUniqId:S recallHandle:S",
+    "msgId:S! queueId:I! queueOffset:L! transactionId:S batchUniqId:S^ recallHandle:S^",
     fast=True,
 )
 PullMessageRequestHeader = _define(
     "PullMessageRequestHeader",
     "consumerGroup:S! topic:S! queueId:I! queueOffset:L! maxMsgNums:I! sysFlag:I! commitOffset:L! "
-    "suspendTimeoutMillis:L! subscription:S subVersion:L! expressionType:S maxMsgBytes:I requestSource:I "
-    "proxyFrowardClientId:S" + _TOPIC_RPC,
+    "suspendTimeoutMillis:L! subscription:S subVersion:L! expressionType:S maxMsgBytes:I^ requestSource:I^ "
+    "proxyFrowardClientId:S^" + _TOPIC_RPC_49,
     fast=True,
 )
 PullMessageResponseHeader = _define(
     "PullMessageResponseHeader",
-    "suggestWhichBrokerId:L! nextBeginOffset:L! minOffset:L! maxOffset:L! offsetDelta:L topicSysFlag:I "
-    "groupSysFlag:I forbiddenType:I",
+    "suggestWhichBrokerId:L! nextBeginOffset:L! minOffset:L! maxOffset:L! offsetDelta:L^ topicSysFlag:I^ "
+    "groupSysFlag:I^ forbiddenType:I^",
     fast=True,
 )
 QueryMessageRequestHeader = _define(
@@ -172,32 +208,32 @@ QueryMessageResponseHeader = _define(
     "QueryMessageResponseHeader", "indexLastUpdateTimestamp:L! indexLastUpdatePhyoffset:L!"
 )
 QueryConsumerOffsetRequestHeader = _define(
-    "QueryConsumerOffsetRequestHeader", "consumerGroup:S! topic:S! queueId:I! setZeroIfNotFound:B" + _TOPIC_RPC
+    "QueryConsumerOffsetRequestHeader", "consumerGroup:S! topic:S! queueId:I! setZeroIfNotFound:B^" + _TOPIC_RPC_49
 )
 QueryConsumerOffsetResponseHeader = _define("QueryConsumerOffsetResponseHeader", "offset:L!")
 UpdateConsumerOffsetRequestHeader = _define(
-    "UpdateConsumerOffsetRequestHeader", "consumerGroup:S! topic:S! queueId:I! commitOffset:L!" + _TOPIC_RPC
+    "UpdateConsumerOffsetRequestHeader", "consumerGroup:S! topic:S! queueId:I! commitOffset:L!" + _TOPIC_RPC_49
 )
 UpdateConsumerOffsetResponseHeader = _define("UpdateConsumerOffsetResponseHeader", "")
 CreateTopicRequestHeader = _define(
     "CreateTopicRequestHeader",
     "topic:S! defaultTopic:S! readQueueNums:I! writeQueueNums:I! perm:I! topicFilterType:S! topicSysFlag:I "
-    "order:B! attributes:S force:B" + _TOPIC_RPC,
+    "order:B! attributes:S^ force:B^" + _TOPIC_RPC,
 )
 GetBrokerConfigResponseHeader = _define("GetBrokerConfigResponseHeader", "version:S!")
 SearchOffsetRequestHeader = _define(
-    "SearchOffsetRequestHeader", "topic:S! queueId:I! timestamp:L! boundaryType:S" + _TOPIC_RPC
+    "SearchOffsetRequestHeader", "topic:S! queueId:I! timestamp:L! boundaryType:S^" + _TOPIC_RPC_49
 )
 SearchOffsetResponseHeader = _define("SearchOffsetResponseHeader", "offset:L!")
-GetMaxOffsetRequestHeader = _define("GetMaxOffsetRequestHeader", "topic:S! queueId:I! committed:B" + _TOPIC_RPC)
+GetMaxOffsetRequestHeader = _define("GetMaxOffsetRequestHeader", "topic:S! queueId:I! committed:B^" + _TOPIC_RPC_49)
 GetMaxOffsetResponseHeader = _define("GetMaxOffsetResponseHeader", "offset:L!")
-GetMinOffsetRequestHeader = _define("GetMinOffsetRequestHeader", "topic:S! queueId:I!" + _TOPIC_RPC)
+GetMinOffsetRequestHeader = _define("GetMinOffsetRequestHeader", "topic:S! queueId:I!" + _TOPIC_RPC_49)
 GetMinOffsetResponseHeader = _define("GetMinOffsetResponseHeader", "offset:L!")
 GetEarliestMsgStoretimeRequestHeader = _define(
-    "GetEarliestMsgStoretimeRequestHeader", "topic:S! queueId:I!" + _TOPIC_RPC
+    "GetEarliestMsgStoretimeRequestHeader", "topic:S! queueId:I!" + _TOPIC_RPC_49
 )
 GetEarliestMsgStoretimeResponseHeader = _define("GetEarliestMsgStoretimeResponseHeader", "timestamp:L!")
-ViewMessageRequestHeader = _define("ViewMessageRequestHeader", "topic:S offset:L!")
+ViewMessageRequestHeader = _define("ViewMessageRequestHeader", "topic:S^ offset:L!")
 HeartbeatRequestHeader = _define("HeartbeatRequestHeader", _RPC)
 UnregisterClientRequestHeader = _define(
     "UnregisterClientRequestHeader", "clientID:S! producerGroup:S consumerGroup:S" + _RPC
@@ -205,43 +241,42 @@ UnregisterClientRequestHeader = _define(
 UnregisterClientResponseHeader = _define("UnregisterClientResponseHeader", "")
 ConsumerSendMsgBackRequestHeader = _define(
     "ConsumerSendMsgBackRequestHeader",
-    "offset:L! group:S! delayLevel:I! originMsgId:S originTopic:S unitMode:B=false maxReconsumeTimes:I" + _RPC,
+    "offset:L! group:S! delayLevel:I! originMsgId:S originTopic:S unitMode:B=false maxReconsumeTimes:I" + _RPC_49,
 )
 EndTransactionRequestHeader = _define(
     "EndTransactionRequestHeader",
-    "topic:S producerGroup:S! tranStateTableOffset:L! commitLogOffset:L! commitOrRollback:I! "
-    "fromTransactionCheck:B msgId:S! transactionId:S" + _RPC,
+    "topic:S^ producerGroup:S! tranStateTableOffset:L! commitLogOffset:L! commitOrRollback:I! "
+    "fromTransactionCheck:B msgId:S! transactionId:S" + _RPC_49,
 )
 GetConsumerListByGroupRequestHeader = _define("GetConsumerListByGroupRequestHeader", "consumerGroup:S!" + _RPC)
 GetConsumerListByGroupResponseHeader = _define("GetConsumerListByGroupResponseHeader", "")
 CheckTransactionStateRequestHeader = _define(
     "CheckTransactionStateRequestHeader",
-    "topic:S tranStateTableOffset:L! commitLogOffset:L! msgId:S transactionId:S offsetMsgId:S" + _RPC,
+    "topic:S^ tranStateTableOffset:L! commitLogOffset:L! msgId:S transactionId:S offsetMsgId:S" + _RPC_49,
 )
 NotifyConsumerIdsChangedRequestHeader = _define("NotifyConsumerIdsChangedRequestHeader", "consumerGroup:S!" + _RPC)
 LockBatchMqRequestHeader = _define("LockBatchMqRequestHeader", _RPC)
 UnlockBatchMqRequestHeader = _define("UnlockBatchMqRequestHeader", _RPC)
-GetKVConfigRequestHeader = _define("GetKVConfigRequestHeader", "namespace:S! key:S!")
-GetKVConfigResponseHeader = _define("GetKVConfigResponseHeader", "value:S")
+GetKVConfigRequestHeader = _define("GetKVConfigRequestHeader", "namespace:S! key:S!", namesrv=True)
+GetKVConfigResponseHeader = _define("GetKVConfigResponseHeader", "value:S", namesrv=True)
 RegisterBrokerRequestHeader = _define(
     "RegisterBrokerRequestHeader",
-    "brokerName:S! brokerAddr:S! clusterName:S! haServerAddr:S! brokerId:L! heartbeatTimeoutMillis:L "
-    "enableActingMaster:B compressed:B=false bodyCrc32:I",
-)
-RegisterBrokerResponseHeader = _define("RegisterBrokerResponseHeader", "haServerAddr:S masterAddr:S")
+    "brokerName:S! brokerAddr:S! clusterName:S! haServerAddr:S! brokerId:L! heartbeatTimeoutMillis:L^ "
+    "enableActingMaster:B^ compressed:B=false bodyCrc32:I", namesrv=True)
+RegisterBrokerResponseHeader = _define("RegisterBrokerResponseHeader", "haServerAddr:S masterAddr:S", namesrv=True)
 UnRegisterBrokerRequestHeader = _define(
-    "UnRegisterBrokerRequestHeader", "brokerName:S! brokerAddr:S! clusterName:S! brokerId:L!"
+    "UnRegisterBrokerRequestHeader", "brokerName:S! brokerAddr:S! clusterName:S! brokerId:L!", namesrv=True)
+GetRouteInfoRequestHeader = _define(
+    "GetRouteInfoRequestHeader", "topic:S! acceptStandardJsonOnly:B" + _TOPIC_RPC, namesrv=True
 )
-GetRouteInfoRequestHeader = _define("GetRouteInfoRequestHeader", "topic:S! acceptStandardJsonOnly:B" + _TOPIC_RPC)
 GetTopicStatsInfoRequestHeader = _define("GetTopicStatsInfoRequestHeader", "topic:S!" + _TOPIC_RPC)
 GetConsumerConnectionListRequestHeader = _define("GetConsumerConnectionListRequestHeader", "consumerGroup:S!" + _RPC)
 GetConsumeStatsRequestHeader = _define(
-    "GetConsumeStatsRequestHeader", "consumerGroup:S! topic:S topicList:S" + _TOPIC_RPC
+    "GetConsumeStatsRequestHeader", "consumerGroup:S! topic:S topicList:S^" + _TOPIC_RPC
 )
 DeleteTopicRequestHeader = _define("DeleteTopicRequestHeader", "topic:S!" + _TOPIC_RPC)
 DeleteTopicFromNamesrvRequestHeader = _define(
-    "DeleteTopicFromNamesrvRequestHeader", "topic:S! clusterName:S" + _TOPIC_RPC
-)
+    "DeleteTopicFromNamesrvRequestHeader", "topic:S! clusterName:S" + _TOPIC_RPC, namesrv=True)
 GetTopicsByClusterRequestHeader = _define("GetTopicsByClusterRequestHeader", "cluster:S!")
 QueryTopicConsumeByWhoRequestHeader = _define("QueryTopicConsumeByWhoRequestHeader", "topic:S!" + _TOPIC_RPC)
 GetConsumerRunningInfoRequestHeader = _define(
