@@ -56,8 +56,8 @@ class _Int(Kind):
         self.lo, self.hi = lo, hi
 
     def load(self, value: Any, path: str) -> int:
-        if isinstance(value, str) and value.lstrip("-").isdigit():
-            value = int(value)
+        if isinstance(value, str) and len(value) <= 20 and value.isascii() and value.lstrip("-").isdigit():
+            value = int(value)  # fastjson coerces numeric strings (and quoted map keys)
         if type(value) is not int or not self.lo <= value <= self.hi:
             raise BodyError(f"{path}: expected an integer in [{self.lo}, {self.hi}], got {value!r:.40}")
         return value
@@ -140,7 +140,7 @@ class MapOf(Kind):
         keys = list(value)
         if self.sorted_keys or standard:
             keys.sort()
-        elif self.key.java_hash(keys[0] if keys else "") is not None:
+        elif keys and self.key.java_hash(keys[0]) is not None:
             keys = hash_order(keys, self.key.java_hash)
         return {self.key.dump(k, standard): self.value.dump(value[k], standard) for k in keys}
 

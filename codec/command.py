@@ -45,6 +45,7 @@ BINARY_HEADER = Struct(
     Terminated,
 )
 
+_BINARY_HEADER_COMPILED = BINARY_HEADER.compile()
 _FIXED = struct.Struct(">hbhii")
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
@@ -278,7 +279,7 @@ def _decode_binary(header: bytes) -> dict:
 def decode_binary_with_construct(header: bytes) -> dict:
     """Decode a binary header through the construct declaration (the spec the fast path follows)."""
     try:
-        parsed = BINARY_HEADER.parse(header)
+        parsed = _BINARY_HEADER_COMPILED.parse(header)
     except Exception as exc:  # construct raises its own tree and some builtins; all mean malformed
         raise HeaderError(f"binary header does not parse: {exc}") from None
     return {

@@ -90,8 +90,12 @@ class _Parser:
         m = _NUMBER.match(self.text, self.pos)
         if not m:
             raise self.fail(f"unexpected {ch!r}" if ch else "unexpected end")
+        try:
+            value = json.loads(m.group())
+        except ValueError:  # e.g. more digits than int() converts (sys.get_int_max_str_digits)
+            raise self.fail("number out of range") from None
         self.pos = m.end()
-        return json.loads(m.group())
+        return value
 
     def string(self) -> str:
         try:
@@ -111,7 +115,9 @@ class _Parser:
             raise self.fail("expected an object key")
         self.pos = m.end()
         word = m.group()
-        return int(word) if re.fullmatch(r"-?\d+", word) else word
+        if re.fullmatch(r"-?\d{1,19}", word):
+            return int(word)
+        return word
 
     def obj(self, depth: int) -> dict:
         self.pos += 1

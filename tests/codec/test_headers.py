@@ -69,6 +69,20 @@ def test_every_header_round_trips_through_ext_fields(codec: HeaderCodec) -> None
     check()
 
 
+@pytest.mark.parametrize("codec", ALL_CODECS, ids=lambda c: c.java_name)
+def test_arbitrary_ext_fields_raise_only_custom_header_errors(codec: HeaderCodec) -> None:
+    names = st.sampled_from([f.wire for f in codec.fields] + ["x", ""]) if codec.fields else st.text(max_size=3)
+
+    @given(st.dictionaries(names, st.text(max_size=25), max_size=12))
+    def check(ext: dict) -> None:
+        try:
+            codec.decode(ext)
+        except CustomHeaderError:
+            pass
+
+    check()
+
+
 def test_java_string_forms() -> None:
     header = SendMessageRequestHeader(
         producer_group="pg", topic="T", default_topic="TBW102", default_topic_queue_nums=4, queue_id=-1,

@@ -18,6 +18,7 @@ from codec.message import (
     body_crc,
     create_offset_msg_id,
     decode_batch,
+    decode_batch_with_construct,
     decode_message,
     decode_message_with_construct,
     decode_messages,
@@ -147,7 +148,9 @@ def test_fast_path_agrees_with_the_construct_declaration(msg: Message) -> None:
 
 @given(st.lists(batch_items, max_size=5))
 def test_every_batch_round_trips(items: list[BatchItem]) -> None:
-    assert decode_batch(encode_batch(items)) == items
+    body = encode_batch(items)
+    assert decode_batch(body) == items
+    assert decode_batch_with_construct(body) == items
 
 
 def test_batch_items_keep_their_own_properties() -> None:
@@ -159,7 +162,7 @@ def test_batch_items_keep_their_own_properties() -> None:
 
 @given(st.binary(max_size=400))
 def test_arbitrary_bytes_raise_only_codec_errors(data: bytes) -> None:
-    for decode in (decode_messages, decode_batch, decode_message_with_construct):
+    for decode in (decode_messages, decode_batch, decode_message_with_construct, decode_batch_with_construct):
         try:
             decode(data)
         except CodecError:
@@ -199,3 +202,12 @@ def test_zlib_bodies_inflate_by_sysflag() -> None:
     assert decompress_body(plain, 0) == plain
     with pytest.raises(MessageError):
         decompress_body(b"not zlib", 0x301)
+    with pytest.raises(MessageError):
+        decompress_body(zlib.compress(plain)[:-5], 0x301)  # truncated
+
+
+def test_a_zip_bomb_is_refused_before_it_is_inflated() -> None:
+    bomb = zlib.compress(bytes(200 * 1024 * 1024), 9)  # 200 MiB of zeros in ~200 KiB
+    with pytest.raises(MessageError, match="inflates past"):
+        decompress_body(bomb, 0x301)
+    assert len(decompress_body(zlib.compress(bytes(1000)), 0x1, max_bytes=1000)) == 1000

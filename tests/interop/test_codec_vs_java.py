@@ -47,6 +47,7 @@ from codec.command import RemotingCommand
 from codec.headers import REQUEST_HEADERS, RESPONSE_HEADERS, HeaderCodec
 from codec.javacompat import java_str, string_hash
 from codec.message import (
+    MAGIC_V2,
     MESSAGE,
     BatchItem,
     HostPort,
@@ -337,6 +338,15 @@ def test_a_pull_body_of_many_records_decodes_in_java(oracle) -> None:
     assert len(java) == len(msgs)
     for j, m in zip(java, msgs, strict=True):
         _assert_java_saw(j, m)
+
+
+def test_v2_records_with_long_topics_decode_in_java_5x(oracle, oracle_line) -> None:
+    if oracle_line == "4.9":
+        pytest.skip("4.9.x readers take a 1-byte topic length and cannot read v2 records")
+    msg = Message("L" * 300, b"v2-body", {"TAGS": "TagA"}, magic=MAGIC_V2, queue_offset=9,
+                  born_host=HostPort("127.0.0.1", 1), store_host=HostPort("127.0.0.1", 10911))  # fmt: skip
+    (java,) = oracle.call("decode_messages", hex=encode_message(msg).hex(), read_body=True)["messages"]
+    _assert_java_saw(java, msg)
 
 
 def test_golden_record_decodes_alike(oracle) -> None:
