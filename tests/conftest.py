@@ -11,13 +11,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def find_session_vectors() -> Path:
-    """The recorded Java 4.9.7 session: ``$RMQ_SESSION_VECTORS``, else ``../shared/vectors/``.
+    """The recorded Java 4.9.7 session: ``$RMQ_SESSION_VECTORS``, else ``../shared/vectors/`` (the
+    source of truth), else the copy in ``tests/vectors/`` so a clone without shared/ still runs.
 
-    Missing, it fails under CI (where shared/ is always beside the clone) and skips elsewhere.
+    Missing everywhere, it fails under CI and skips elsewhere.
     """
+    name = "java-4.9.7-session.jsonl"
     candidates = [
         os.environ.get("RMQ_SESSION_VECTORS", ""),
-        str(REPO.parent / "shared" / "vectors" / "java-4.9.7-session.jsonl"),
+        str(REPO.parent / "shared" / "vectors" / name),
+        str(REPO / "tests" / "vectors" / name),
     ]
     for candidate in candidates:
         if candidate and Path(candidate).is_file():
