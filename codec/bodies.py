@@ -334,11 +334,8 @@ class LockBatchResponseBody(Body):
 
 
 @dataclasses.dataclass
-class UnlockBatchRequestBody(Body):
-    consumer_group: str | None = jfield("consumerGroup", STR)
-    client_id: str | None = jfield("clientId", STR)
-    only_this_broker: bool | None = jfield("onlyThisBroker", BOOL)
-    mq_set: list[MessageQueue] = jfield("mqSet", SetOf(MQ), factory=list)
+class UnlockBatchRequestBody(LockBatchRequestBody):
+    """Java declares the same fields again in its own class."""
 
 
 # --- routes and cluster ---------------------------------------------------------------------

@@ -164,8 +164,8 @@ def test_golden_frame_a_decode(oracle, oracle_line):
     assert set(header) == expected_fields
 
 
-def test_golden_frame_b_encode(oracle):
-    answer = oracle.call(
+def _encode_frame_b(oracle, serialize: str, **extra: object) -> str:
+    return oracle.call(
         "encode_command",
         code=19,
         flag=1,
@@ -174,24 +174,17 @@ def test_golden_frame_b_encode(oracle):
         remark="OFFSET_OVERFLOW_ONE",
         header_class="PullMessageResponseHeader",
         fields={"suggestWhichBrokerId": "0", "nextBeginOffset": "5", "minOffset": "0", "maxOffset": "5"},
-        serialize="ROCKETMQ",
-    )
-    assert answer["frame_hex"] == FRAME_B
+        serialize=serialize,
+        **extra,
+    )["frame_hex"]
+
+
+def test_golden_frame_b_encode(oracle):
+    assert _encode_frame_b(oracle, "ROCKETMQ") == FRAME_B
 
 
 def test_golden_frame_b_in_json_mode_uses_hashmap_order(oracle):
-    answer = oracle.call(
-        "encode_command",
-        code=19,
-        flag=1,
-        opaque=7,
-        version=409,
-        remark="OFFSET_OVERFLOW_ONE",
-        header_class="PullMessageResponseHeader",
-        fields={"suggestWhichBrokerId": "0", "nextBeginOffset": "5", "minOffset": "0", "maxOffset": "5"},
-        serialize="JSON",
-    )
-    header = bytes.fromhex(answer["frame_hex"])[8:].decode()
+    header = bytes.fromhex(_encode_frame_b(oracle, "JSON"))[8:].decode()
     assert header == (
         '{"code":19,"extFields":{"suggestWhichBrokerId":"0","nextBeginOffset":"5","maxOffset":"5",'
         '"minOffset":"0"},"flag":1,"language":"JAVA","opaque":7,"remark":"OFFSET_OVERFLOW_ONE",'
@@ -239,22 +232,11 @@ def test_ext_field_order_depends_on_who_created_the_map(oracle, oracle_line):
 
 def test_rocketmq_mode_fast_headers_and_extra_fields(oracle):
     """ROCKETMQ mode: FastCodesHeader fields first (fixed order), then the ext map; no de-duplication."""
-    answer = oracle.call(
-        "encode_command",
-        code=19,
-        flag=1,
-        opaque=7,
-        version=409,
-        remark="OFFSET_OVERFLOW_ONE",
-        header_class="PullMessageResponseHeader",
-        fields={"suggestWhichBrokerId": "0", "nextBeginOffset": "5", "minOffset": "0", "maxOffset": "5"},
-        extra_ext={"minOffset": "9"},
-        serialize="ROCKETMQ",
-    )
-    frame = bytes.fromhex(answer["frame_hex"])
+    frame_hex = _encode_frame_b(oracle, "ROCKETMQ", extra_ext={"minOffset": "9"})
+    frame = bytes.fromhex(frame_hex)
     frame_b_entries = bytes.fromhex(FRAME_B)[0x30:]  # the four FastCodesHeader entries
     assert frame.endswith(frame_b_entries + b"\x00\x09minOffset\x00\x00\x00\x019")
-    decoded = oracle.call("decode_command", frame_hex=answer["frame_hex"])
+    decoded = oracle.call("decode_command", frame_hex=frame_hex)
     assert decoded["ext_fields"]["minOffset"] == "9"  # the later duplicate wins on decode
 
 
