@@ -1,0 +1,160 @@
+"""The commit log: every message of every topic, appended in stored-record layout.
+
+A record is exactly what a pull answer carries (``codec.message`` v1 layout), so the read path
+sends stored bytes as they are. Physical offsets are global and stable: segment base + position.
+A record never spans segments: when one does not fit with ``MIN_BLANK`` bytes to spare, the rest
+of the segment gets a blank marker (TOTALSIZE = the rest, MAGIC = ``BLANK_MAGIC``, as RocketMQ's
+``CommitLog`` writes) and the record starts the next segment. PHYSICALOFFSET (record bytes 28..36)
+is patched in at append time, so callers encode before they know where the record goes.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from codec.errors import MessageError
+from codec.message import MAGIC_V1, MAGIC_V2, Message, decode_message
+
+from .mapped import Segment, SegmentQueue, zero_range
+
+BLANK_MAGIC = 0xCBD43194  # RocketMQ CommitLog.BLANK_MAGIC_CODE (-875286124)
+MIN_BLANK = 8  # END_FILE_MIN_BLANK_LENGTH: room kept for the blank marker
+PHYSICAL_OFFSET_AT = 28
+
+_HEAD = struct.Struct(">iI")
+_PHYS = struct.Struct(">q")
+
+
+class CommitLog:
+    """Append-only segments of records. Owner thread only, except ``Segment.fsync``."""
+
+    def __init__(self, directory: Path, segment_size: int, allocate: Callable[[int, int], None] | None = None) -> None:
+        kwargs = {"allocate": allocate} if allocate is not None else {}
+        self.files = SegmentQueue(directory, segment_size, **kwargs)
+        self.segment_size = segment_size
+        self.write_pos = self.files.first.base if self.files.first else 0
+
+    @property
+    def min_offset(self) -> int:
+        """Smallest physical offset still stored (moves when retention deletes a segment)."""
+        first = self.files.first
+        return first.base if first is not None else self.write_pos
+
+    @property
+    def max_offset(self) -> int:
+        """Physical offset the next record will get (the end of stored data)."""
+        return self.write_pos
+
+    def fits(self, size: int) -> bool:
+        return size + MIN_BLANK <= self.segment_size
+
+    def prepare(self, size: int) -> int:
+        """Physical offset a record of ``size`` bytes will get; allocates the segment (OSError if
+        the disk is full) and writes the blank marker when it must roll. Call before ``append``."""
+        pos = self.write_pos
+        room = self.segment_size - pos % self.segment_size
+        if size + MIN_BLANK > room:
+            segment = self.files.get_or_create(pos)
+            _HEAD.pack_into(segment.mm, pos - segment.base, room, BLANK_MAGIC)
+            pos += room
+            self.write_pos = pos
+        self.files.get_or_create(pos)
+        return pos
+
+    def append(self, record: bytes) -> int:
+        """Write ``record`` (after ``prepare``) and patch its physical offset; return the offset."""
+        pos = self.prepare(len(record))
+        segment = self.files.segments[pos // self.segment_size]
+        at = pos - segment.base
+        segment.mm[at : at + len(record)] = record
+        _PHYS.pack_into(segment.mm, at + PHYSICAL_OFFSET_AT, pos)
+        self.write_pos = pos + len(record)
+        return pos
+
+    def read(self, phys: int, size: int) -> bytes | None:
+        """The record bytes at ``phys`` (None once its segment was deleted or beyond the end)."""
+        if phys < 0 or phys + size > self.write_pos:
+            return None
+        segment = self.files.segment_for(phys)
+        if segment is None:
+            return None
+        at = phys - segment.base
+        return segment.mm[at : at + size]
+
+    def size_at(self, phys: int) -> int | None:
+        """TOTALSIZE of the record at ``phys``, or None."""
+        segment = self.files.segment_for(phys)
+        if segment is None or phys + 8 > self.write_pos:
+            return None
+        total, magic = _HEAD.unpack_from(segment.mm, phys - segment.base)
+        return total if magic in (MAGIC_V1, MAGIC_V2) and total > 0 else None
+
+    def roll_next(self, phys: int) -> int:
+        """Start of the segment after the one holding ``phys`` (``CommitLog.rollNextFile``)."""
+        return phys + self.segment_size - phys % self.segment_size
+
+    def dirty_segments(self, start: int, end: int) -> list[Segment]:
+        """Segments covering physical offsets [start, end) (flusher thread safe)."""
+        if end <= start:
+            return []
+        first = start // self.segment_size
+        last = (end - 1) // self.segment_size
+        return [s for s in self.files.ordered() if first <= s.base // self.segment_size <= last]
+
+    def reserve(self, sizes: list[int]) -> None:
+        """Allocate every segment that appending records of ``sizes`` will need, so the appends
+        themselves cannot fail half way (OSError here, before anything is written)."""
+        pos = self.write_pos
+        for size in sizes:
+            room = self.segment_size - pos % self.segment_size
+            if size + MIN_BLANK > room:
+                pos += room
+            self.files.get_or_create(pos)
+            pos += size
+
+    def scan(self, start: int, *, check_crc: bool) -> Iterator[tuple[int, Message]]:
+        """Valid records from ``start`` on, in order; stops at the first zero, torn or corrupt
+        record (its offset is then ``self.scan_end``). Used by recovery only."""
+        pos = start
+        self.scan_end = start
+        for segment in self.files.ordered():
+            if segment.end <= pos:
+                continue
+            pos = max(pos, segment.base)
+            while pos < segment.end:
+                at = pos - segment.base
+                if segment.size - at < 8:
+                    break
+                total, magic = _HEAD.unpack_from(segment.mm, at)
+                if magic == BLANK_MAGIC and total == segment.size - at:
+                    pos = segment.end
+                    break
+                if total <= 0 or magic not in (MAGIC_V1, MAGIC_V2) or total + MIN_BLANK > segment.size - at:
+                    self.scan_end = pos
+                    return
+                try:
+                    msg, _ = decode_message(segment.mm[at : at + total], check_crc=check_crc)
+                except MessageError:
+                    self.scan_end = pos
+                    return
+                if msg.physical_offset != pos:
+                    self.scan_end = pos
+                    return
+                yield pos, msg
+                pos += total
+            self.scan_end = pos
+        self.scan_end = pos
+
+    def truncate(self, end: int) -> None:
+        """Forget everything from ``end`` on: zero the rest of its segment, delete later ones."""
+        for segment in self.files.ordered():
+            if segment.base >= end and segment.base != end - end % self.segment_size:
+                self.files.drop(segment)
+            elif segment.base <= end < segment.end:
+                zero_range(segment, end - segment.base, segment.size)
+        self.write_pos = end
+
+    def close(self) -> None:
+        self.files.close()

@@ -1,0 +1,74 @@
+"""A simple key index: message keys and unique ids to physical offsets.
+
+Entries are (crc32 of ``"topic#key"`` as uint32, physical offset int64), appended to one file per
+commit-log segment (``index/<segment base>``) so retention drops them with their segment. The
+owner thread buffers entries; the flusher thread appends them to the files before each checkpoint,
+so recovery only re-indexes records past the checkpoint (duplicates are harmless: lookups
+de-duplicate and verify every hit against the stored message).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from pathlib import Path
+
+from .mapped import segment_name
+
+ENTRY = struct.Struct(">Iq")
+
+
+def key_hash(topic: str, key: str) -> int:
+    return zlib.crc32(f"{topic}#{key}".encode())
+
+
+class KeyIndex:
+    def __init__(self, directory: Path, segment_size: int) -> None:
+        self.directory = directory
+        self.segment_size = segment_size
+        directory.mkdir(parents=True, exist_ok=True)
+        self.pending: dict[int, bytearray] = {}
+
+    def add(self, topic: str, keys: list[str], phys: int) -> None:
+        """Buffer entries for ``keys`` of the record at ``phys`` (caller holds the store lock)."""
+        base = phys - phys % self.segment_size
+        buf = self.pending.get(base)
+        if buf is None:
+            buf = self.pending[base] = bytearray()
+        for key in keys:
+            buf += ENTRY.pack(key_hash(topic, key), phys)
+
+    def take_pending(self) -> dict[int, bytearray]:
+        """Swap out the buffered entries (caller holds the store lock)."""
+        pending, self.pending = self.pending, {}
+        return pending
+
+    def write(self, pending: dict[int, bytearray]) -> None:
+        """Append buffered entries to their files and make them durable (flusher thread)."""
+        for base, buf in pending.items():
+            fd = os.open(self.directory / segment_name(base), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                os.write(fd, buf)
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+
+    def lookup(self, topic: str, key: str) -> list[int]:
+        """Physical offsets that may hold ``key`` in ``topic``, newest first, without duplicates."""
+        wanted = key_hash(topic, key)
+        found: dict[int, None] = {}
+        sources = [bytes(buf) for _, buf in sorted(self.pending.items(), reverse=True)]
+        for path in sorted(self.directory.iterdir(), reverse=True):
+            if path.name.isdigit():
+                data = path.read_bytes()
+                sources.append(data[: len(data) - len(data) % ENTRY.size])
+        for data in sources:
+            hits = [phys for h, phys in ENTRY.iter_unpack(data) if h == wanted]
+            for phys in reversed(hits):
+                found.setdefault(phys)
+        return list(found)
+
+    def drop_segment(self, base: int) -> None:
+        (self.directory / segment_name(base)).unlink(missing_ok=True)
+        self.pending.pop(base, None)

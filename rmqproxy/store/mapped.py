@@ -1,0 +1,147 @@
+"""Fixed-size, memory-mapped segment files named by the global offset of their first byte.
+
+Both the commit log and the consume queues are a ``SegmentQueue``: an ordered list of equally
+sized files ``<dir>/<20-digit base offset>``, as RocketMQ lays them out. A segment is allocated in
+full when created (``posix_fallocate``), so running out of disk fails that call with ``OSError``
+instead of a SIGBUS on a later write through the mapping. Writes go through the mapping (no
+syscall per record); durability comes from ``fsync`` on the file descriptor, which releases the
+GIL, so a flusher thread can make data durable while the owner thread keeps appending.
+
+Threading: one owner thread creates, writes and deletes segments; a flusher thread may call
+``Segment.fsync`` concurrently (the file descriptor stays open until ``close``).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+OFFSET_DIGITS = 20
+
+
+def segment_name(base: int) -> str:
+    """RocketMQ's file name for a segment starting at ``base``: 20 zero-padded digits."""
+    return f"{base:0{OFFSET_DIGITS}d}"
+
+
+def _allocate(fd: int, size: int) -> None:
+    os.posix_fallocate(fd, 0, size)
+
+
+class Segment:
+    """One mapped file of ``size`` bytes holding global offsets [base, base + size)."""
+
+    __slots__ = ("path", "base", "size", "fd", "mm", "_closed", "_lock")
+
+    def __init__(self, path: Path, base: int, size: int, *, create: bool, allocate: Callable[[int, int], None]) -> None:
+        self.path = path
+        self.base = base
+        self.size = size
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        fd = os.open(path, flags, 0o644)
+        try:
+            if create:
+                allocate(fd, size)
+            elif os.fstat(fd).st_size != size:
+                raise OSError(f"segment {path} has {os.fstat(fd).st_size} bytes, expected {size}")
+            self.mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            if create:
+                path.unlink(missing_ok=True)
+            raise
+        self.fd = fd
+        self._closed = False
+        self._lock = threading.Lock()  # fsync (flusher) never races close (owner)
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+    def fsync(self) -> None:
+        """Make everything written so far durable (flusher thread safe; a no-op once closed)."""
+        with self._lock:
+            if not self._closed:
+                os.fdatasync(self.fd)
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self.mm.close()
+                os.close(self.fd)
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+_ZEROS = bytes(1 << 20)
+
+
+def zero_range(segment: Segment, start: int, end: int) -> None:
+    """Zero bytes [start, end) of a segment in 1 MiB steps (no segment-sized allocation)."""
+    while start < end:
+        n = min(end - start, len(_ZEROS))
+        segment.mm[start : start + n] = _ZEROS[:n]
+        start += n
+
+
+class SegmentQueue:
+    """The ordered segments of one directory; global offset ``o`` lives in segment ``o // size``."""
+
+    def __init__(self, directory: Path, segment_size: int, allocate: Callable[[int, int], None] = _allocate) -> None:
+        self.directory = directory
+        self.segment_size = segment_size
+        self.allocate = allocate
+        self.segments: dict[int, Segment] = {}  # segment index -> Segment, ascending insertion
+        directory.mkdir(parents=True, exist_ok=True)
+        for entry in sorted(directory.iterdir()):
+            if entry.name.isdigit() and len(entry.name) == OFFSET_DIGITS:
+                base = int(entry.name)
+                if base % segment_size:
+                    raise OSError(f"{entry} does not start at a multiple of the segment size {segment_size}")
+                self.segments[base // segment_size] = Segment(
+                    entry, base, segment_size, create=False, allocate=self.allocate
+                )
+
+    def segment_for(self, offset: int) -> Segment | None:
+        return self.segments.get(offset // self.segment_size)
+
+    def get_or_create(self, offset: int) -> Segment:
+        """The segment holding ``offset``, allocated now if missing (``OSError`` if it cannot be)."""
+        index = offset // self.segment_size
+        segment = self.segments.get(index)
+        if segment is None:
+            base = index * self.segment_size
+            segment = Segment(
+                self.directory / segment_name(base), base, self.segment_size, create=True, allocate=self.allocate
+            )
+            self.segments[index] = segment
+        return segment
+
+    @property
+    def first(self) -> Segment | None:
+        return self.segments[min(self.segments)] if self.segments else None
+
+    @property
+    def last(self) -> Segment | None:
+        return self.segments[max(self.segments)] if self.segments else None
+
+    def ordered(self) -> list[Segment]:
+        """Segments by base offset. Safe from the flusher thread: ``list(dict.items())`` copies
+        in one step under the GIL, where iterating the dict itself could see it change size."""
+        return [segment for _, segment in sorted(list(self.segments.items()))]
+
+    def drop(self, segment: Segment) -> None:
+        """Delete a segment file (retention, truncation)."""
+        self.segments.pop(segment.base // self.segment_size, None)
+        segment.delete()
+
+    def close(self) -> None:
+        for segment in self.segments.values():
+            segment.close()
+        self.segments.clear()

@@ -1,0 +1,799 @@
+"""``MessageStore``: the facade the broker calls; it never imports the network layer.
+
+Owns a commit log, one consume queue per (topic, queue id), consumer offsets, a key index, delay
+levels, retention, a flush thread and crash recovery. Invariants:
+
+- Threading: every public method runs on one owner thread (the reactor). A flush thread only
+  fsyncs, writes index/checkpoint/offset files, and hands completions back through ``post``
+  (``reactor.callFromThread`` in the server; a ``CompletionQueue`` by default, for tests).
+- A put assigns the queue offset and writes the record at once. The record becomes readable —
+  its consume-queue entry written, arrival listeners called — immediately under ASYNC_FLUSH, and
+  only after the fsync that covers it under SYNC_FLUSH (puts waiting together share one fsync:
+  group commit); the put's ticket completes at that same moment.
+- ``checkpoint.physical`` is a commit-log offset below which every record's consume-queue entry
+  and index entries are durable. A crash restart re-dispatches records from there, validating
+  each by length and CRC, and truncates at the first torn or corrupt one. A clean stop records
+  the end of the log, so the next start scans nothing.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import enum
+import os
+import queue
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Protocol
+
+from codec.javacompat import string_hash
+from codec.message import (
+    MAGIC_V1,
+    MAGIC_V2,
+    STOREHOST_V6_FLAG,
+    HostPort,
+    Message,
+    create_offset_msg_id,
+    decode_message,
+    encode_message,
+)
+from codec.errors import MessageError
+
+from .commitlog import CommitLog
+from .consumequeue import UNIT, ConsumeQueue
+from .delay import DEFAULT_LEVELS, SCHEDULE_TOPIC, parse_levels
+from .files import read_json, write_json_atomic
+from .index import KeyIndex
+from .mapped import segment_name
+from .offsets import ConsumerOffsets
+
+FLUSH_ASYNC = "ASYNC_FLUSH"
+FLUSH_SYNC = "SYNC_FLUSH"
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreConfig:
+    """Store settings; names follow RocketMQ's ``MessageStoreConfig`` keys in snake case."""
+
+    flush_disk_type: str = FLUSH_ASYNC
+    mapped_file_size_commit_log: int = 1024 * 1024 * 1024
+    mapped_file_size_consume_queue_entries: int = 300_000
+    flush_interval_commit_log_ms: int = 500
+    checkpoint_interval_ms: int = 1000
+    sync_flush_timeout_ms: int = 5000
+    max_message_size: int = 4 * 1024 * 1024
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_disk: int = 64 * 1024
+    max_transfer_count_on_message_in_disk: int = 8
+    access_message_in_memory_max_ratio: int = 40
+    file_reserved_time_hours: float = 72
+    message_delay_level: str = DEFAULT_LEVELS
+    store_host: HostPort = HostPort("127.0.0.1", 9876)
+    check_crc_on_recover: bool = True
+
+
+class GetStatus(enum.Enum):
+    """``GetMessageStatus`` of RocketMQ's store."""
+
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+class PutStatus(enum.Enum):
+    """``PutMessageStatus`` subset the broker maps to response codes."""
+
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+
+
+@dataclasses.dataclass(frozen=True)
+class Arrival:
+    """What arrival listeners receive for each message that just became readable."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    tags_code: int
+    store_timestamp: int
+    properties: dict[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Stored:
+    """Where one message of a put went."""
+
+    queue_offset: int
+    physical_offset: int
+    size: int
+    offset_msg_id: str
+
+
+@dataclasses.dataclass
+class PutResult:
+    status: PutStatus
+    stored: list[Stored] = dataclasses.field(default_factory=list)
+    topic: str = ""
+    queue_id: int = 0
+    remark: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT)
+
+
+class PutTicket:
+    """The outcome of a put; ``done`` once the store acknowledged it (at once under ASYNC_FLUSH,
+    after its fsync under SYNC_FLUSH). Callbacks run on the owner thread."""
+
+    __slots__ = ("result", "done", "_callbacks", "end")
+
+    def __init__(self, result: PutResult, end: int = 0) -> None:
+        self.result = result
+        self.done = False
+        self.end = end
+        self._callbacks: list[Callable[[PutResult], None]] = []
+
+    def add_done_callback(self, fn: Callable[[PutResult], None]) -> None:
+        if self.done:
+            fn(self.result)
+        else:
+            self._callbacks.append(fn)
+
+    def _complete(self, status: PutStatus | None = None) -> None:
+        if status is not None:
+            self.result.status = status
+        self.done = True
+        callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            fn(self.result)
+
+
+@dataclasses.dataclass
+class GetResult:
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[bytes] = dataclasses.field(default_factory=list)
+    buffer_total_size: int = 0
+
+    @property
+    def body(self) -> bytes:
+        """The stored records back to back: a pull answer's body."""
+        return b"".join(self.messages)
+
+
+class MessageFilter(Protocol):
+    def matches_tags_code(self, tags_code: int) -> bool: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class TagFilter:
+    """Broker-side tag filter by hash (``ExpressionMessageFilter``): None matches everything."""
+
+    codes: frozenset[int] | None
+
+    def matches_tags_code(self, tags_code: int) -> bool:
+        return self.codes is None or tags_code in self.codes
+
+
+class CompletionQueue:
+    """Default ``post`` target: completions wait here until the owner runs ``run_pending``."""
+
+    def __init__(self) -> None:
+        self._items: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+
+    def __call__(self, fn: Callable[[], None]) -> None:
+        self._items.put(fn)
+
+    def run_pending(self, timeout: float = 0.0) -> int:
+        """Run queued completions; wait up to ``timeout`` seconds for the first one."""
+        ran = 0
+        try:
+            fn = self._items.get(timeout=timeout) if timeout > 0 else self._items.get_nowait()
+            while True:
+                fn()
+                ran += 1
+                fn = self._items.get_nowait()
+        except queue.Empty:
+            return ran
+
+
+_SYSFLAG = struct.Struct(">i")
+_TS = struct.Struct(">q")
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 << 30
+
+
+class MessageStore:
+    """The embedded store (see the module doc). ``start()`` before use, ``shutdown()`` after."""
+
+    def __init__(
+        self,
+        root: Path | str,
+        config: StoreConfig = StoreConfig(),
+        *,
+        clock: Callable[[], float] = time.time,
+        post: Callable[[Callable[[], None]], None] | None = None,
+        allocate: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.config = config
+        self.clock = clock
+        self.completions = post if post is not None else CompletionQueue()
+        self._post = self.completions
+        self._allocate = allocate
+        self.delay_levels_ms = parse_levels(config.message_delay_level)
+        self._listeners: list[Callable[[Arrival], None]] = []
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._next_offset: dict[tuple[str, int], int] = {}
+        self._waiting: collections.deque[tuple[PutTicket, list[tuple[Message, int, int]]]] = collections.deque()
+        self._lock = threading.Lock()  # dispatched position, dirty consume-queue files, index buffer
+        self._dispatched = 0
+        self._dirty_cq: set = set()
+        self._flushed = 0
+        self._io_error: OSError | None = None
+        self._memory_limit = _physical_memory() * config.access_message_in_memory_max_ratio // 100
+        self._flusher: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._started = False
+        self._closed = False
+        self._delay_offsets_saved: dict[int, int] = {}
+        self.recovered_records = 0
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Load everything; recover after a crash; start the flush thread."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "config").mkdir(exist_ok=True)
+        self.commitlog = CommitLog(self.root / "commitlog", self.config.mapped_file_size_commit_log, self._allocate)
+        self.index = KeyIndex(self.root / "index", self.config.mapped_file_size_commit_log)
+        self.offsets = ConsumerOffsets(self.root / "config" / "consumerOffset.json")
+        self._delay_offsets: dict[int, int] = {
+            int(k): v for k, v in read_json(self.root / "config" / "delayOffset.json", {}).items()
+        }
+        self._delay_offsets_saved = dict(self._delay_offsets)
+        cq_root = self.root / "consumequeue"
+        cq_root.mkdir(exist_ok=True)
+        for topic_dir in sorted(cq_root.iterdir()):
+            for queue_dir in sorted(topic_dir.iterdir()):
+                if queue_dir.name.isdigit():
+                    self._queue(topic_dir.name, int(queue_dir.name))
+        checkpoint = read_json(self.root / "checkpoint", {})
+        abort = self.root / "abort"
+        if abort.exists() or "end" not in checkpoint:
+            self._recover(int(checkpoint.get("physical", 0)))
+        else:
+            self.commitlog.write_pos = max(int(checkpoint["end"]), self.commitlog.min_offset)
+        self._dispatched = self._flushed = self.commitlog.write_pos
+        for cq in self._queues.values():
+            cq.correct_min(self.commitlog.min_offset)
+        for key, cq in self._queues.items():
+            self._next_offset[key] = cq.max_offset
+        write_json_atomic(self.root / "checkpoint", {"physical": self._dispatched})
+        abort.touch()
+        self._started = True
+        self._flusher = threading.Thread(target=self._flush_loop, name="rmqproxy-store-flush", daemon=True)
+        self._flusher.start()
+
+    def shutdown(self) -> None:
+        """Flush everything, answer waiting puts, record a clean stop and close the files."""
+        if not self._started:
+            return
+        self._started = False
+        self._stop.set()
+        self._wake.set()
+        if self._flusher is not None:
+            self._flusher.join()
+        target, error = self._flush_round(checkpoint=False)
+        self._on_flushed(target, error)  # completes and dispatches every waiting put
+        self._flush_round(checkpoint=True)
+        self.offsets.persist(force=True)
+        write_json_atomic(self.root / "checkpoint", {"physical": self._dispatched, "end": self.commitlog.write_pos})
+        (self.root / "abort").unlink(missing_ok=True)
+        self._closed = True
+        self.commitlog.close()
+        for cq in self._queues.values():
+            cq.close()
+
+    def add_arrival_listener(self, fn: Callable[[Arrival], None]) -> None:
+        """``fn(arrival)`` runs on the owner thread for each message right after it is readable."""
+        self._listeners.append(fn)
+
+    # --- put ------------------------------------------------------------------------------
+
+    def put(self, msg: Message) -> PutTicket:
+        """Store one message (fills in its store fields and offsets)."""
+        return self.put_batch([msg])
+
+    def put_batch(self, msgs: list[Message]) -> PutTicket:
+        """Store messages of one topic and queue at consecutive queue offsets."""
+        topic, queue_id = msgs[0].topic, msgs[0].queue_id
+        result = PutResult(PutStatus.PUT_OK, topic=topic, queue_id=queue_id)
+        if self._io_error is not None or not self._started:
+            result.status, result.remark = PutStatus.SERVICE_NOT_AVAILABLE, f"store not writable: {self._io_error}"
+            return self._done(result)
+        now = int(self.clock() * 1000)
+        records = []
+        for msg in msgs:
+            if len(msg.body) > self.config.max_message_size:
+                result.status = PutStatus.MESSAGE_ILLEGAL
+                result.remark = f"message body of {len(msg.body)} bytes exceeds {self.config.max_message_size}"
+                return self._done(result)
+            self._park_if_delayed(msg, now)
+            msg.store_timestamp = now
+            msg.store_host = self.config.store_host
+            msg.body_crc = None
+            msg.magic = MAGIC_V1 if len(msg.topic.encode()) <= 127 else MAGIC_V2
+        key = (msgs[0].topic, msgs[0].queue_id)
+        cq = self._queue(*key)
+        first = self._next_offset.get(key, cq.max_offset)
+        try:
+            cq.ensure(first + len(msgs) - 1)
+            for i, msg in enumerate(msgs):
+                msg.queue_offset = first + i
+                try:
+                    record = encode_message(msg)
+                except MessageError as exc:
+                    result.status = (
+                        PutStatus.PROPERTIES_SIZE_EXCEEDED if "properties" in exc.what else PutStatus.MESSAGE_ILLEGAL
+                    )
+                    result.remark = exc.what
+                    return self._done(result)
+                if not self.commitlog.fits(len(record)):
+                    result.status, result.remark = PutStatus.MESSAGE_ILLEGAL, "record larger than a segment"
+                    return self._done(result)
+                records.append(record)
+            self.commitlog.reserve([len(r) for r in records])
+            stored = []
+            for msg, record in zip(msgs, records, strict=True):
+                phys = self.commitlog.append(record)
+                msg.physical_offset = phys
+                msg.store_size = len(record)
+                stored.append((msg, phys, len(record)))
+        except OSError as exc:
+            result.status, result.remark = PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot allocate store file: {exc}"
+            return self._done(result)
+        self._next_offset[key] = first + len(msgs)
+        result.stored = [
+            Stored(m.queue_offset, phys, size, create_offset_msg_id(self.config.store_host, phys)) for m, phys, size in stored
+        ]
+        ticket = PutTicket(result, self.commitlog.write_pos)
+        if self.config.flush_disk_type == FLUSH_SYNC:
+            self._waiting.append((ticket, stored))
+            self._wake.set()
+        else:
+            self._dispatch(stored)
+            ticket._complete()
+        return ticket
+
+    def _done(self, result: PutResult) -> PutTicket:
+        ticket = PutTicket(result)
+        ticket._complete()
+        return ticket
+
+    def _park_if_delayed(self, msg: Message, now_ms: int) -> None:
+        level_text = msg.properties.get("DELAY")
+        if not level_text or msg.topic == SCHEDULE_TOPIC or not level_text.isdigit():
+            return
+        level = min(int(level_text), len(self.delay_levels_ms))
+        if level <= 0:
+            return
+        msg.properties["REAL_TOPIC"] = msg.topic
+        msg.properties["REAL_QID"] = str(msg.queue_id)
+        msg.topic = SCHEDULE_TOPIC
+        msg.queue_id = level - 1
+
+    def _tags_code(self, msg: Message) -> int:
+        if msg.topic == SCHEDULE_TOPIC:
+            return msg.store_timestamp + self.delay_levels_ms[min(msg.queue_id, len(self.delay_levels_ms) - 1)]
+        tags = msg.properties.get("TAGS")
+        return string_hash(tags) if tags else 0
+
+    def _dispatch(self, stored: Iterable[tuple[Message, int, int]]) -> None:
+        """Make records readable: consume-queue entry, index entries, then arrival listeners."""
+        arrivals = []
+        with self._lock:
+            for msg, phys, size in stored:
+                cq = self._queue(msg.topic, msg.queue_id)
+                tags_code = self._tags_code(msg)
+                self._dirty_cq.add(cq.put(msg.queue_offset, phys, size, tags_code))
+                keys = msg.properties.get("KEYS")
+                names = keys.split() if keys else []
+                uniq = msg.properties.get("UNIQ_KEY")
+                if uniq:
+                    names.append(uniq)
+                if names:
+                    self.index.add(msg.topic, names, phys)
+                self._dispatched = phys + size
+                if self._listeners:
+                    arrivals.append(
+                        Arrival(msg.topic, msg.queue_id, msg.queue_offset, tags_code, msg.store_timestamp, msg.properties)
+                    )
+        for arrival in arrivals:
+            for fn in self._listeners:
+                fn(arrival)
+
+    # --- flush ----------------------------------------------------------------------------
+
+    def _flush_loop(self) -> None:
+        interval = self.config.flush_interval_commit_log_ms / 1000
+        last_checkpoint = time.monotonic()
+        while not self._stop.is_set():
+            self._wake.wait(interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            due = time.monotonic() - last_checkpoint >= self.config.checkpoint_interval_ms / 1000
+            target, error = self._flush_round(checkpoint=due)
+            self._post(lambda t=target, e=error: self._on_flushed(t, e))
+            if due:
+                last_checkpoint = time.monotonic()
+
+    def _flush_round(self, *, checkpoint: bool) -> tuple[int, OSError | None]:
+        """fsync the commit log up to the written end and return that end (and any error) for
+        ``_on_flushed``; with ``checkpoint``, also make consume queues, index and offsets durable
+        and move the checkpoint."""
+        error: OSError | None = None
+        if checkpoint:
+            with self._lock:
+                dispatched = self._dispatched
+                dirty, self._dirty_cq = self._dirty_cq, set()
+                pending = self.index.take_pending()
+        target = self.commitlog.write_pos
+        try:
+            for segment in self.commitlog.dirty_segments(self._flushed - self._flushed % self.commitlog.segment_size, target):
+                segment.fsync()
+            self._flushed = target
+            if checkpoint:
+                for segment in dirty:
+                    segment.fsync()
+                self.index.write(pending)
+                write_json_atomic(self.root / "checkpoint", {"physical": dispatched})
+                self.offsets.persist()
+                delay_offsets = dict(self._delay_offsets)
+                if delay_offsets != self._delay_offsets_saved:
+                    write_json_atomic(self.root / "config" / "delayOffset.json", {str(k): v for k, v in delay_offsets.items()})
+                    self._delay_offsets_saved = delay_offsets
+        except OSError as exc:
+            error = exc
+        return target, error
+
+    def _on_flushed(self, target: int, error: OSError | None) -> None:
+        """Owner thread: complete and dispatch SYNC_FLUSH puts the fsync covered."""
+        if self._closed:
+            return
+        if error is not None and self._io_error is None:
+            self._io_error = error
+        status = PutStatus.FLUSH_DISK_TIMEOUT if error is not None else None
+        while self._waiting and self._waiting[0][0].end <= target:
+            ticket, stored = self._waiting.popleft()
+            self._dispatch(stored)
+            ticket._complete(status)
+
+    # --- get ------------------------------------------------------------------------------
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msgs: int,
+        message_filter: MessageFilter | None = None,
+        max_bytes: int | None = None,
+    ) -> GetResult:
+        """Read up to ``max_msgs`` matching records from ``offset`` (``DefaultMessageStore.getMessage``
+        of 4.9.8: same statuses, next/min/max offsets and transfer limits)."""
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        min_offset, max_offset = cq.min_offset, cq.max_offset
+        if max_offset == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, min_offset, max_offset)
+        if offset < min_offset:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, min_offset, min_offset, max_offset)
+        if offset == max_offset:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, min_offset, max_offset)
+        if offset > max_offset:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, max_offset, min_offset, max_offset)
+        scan_limit = max(16000, max_msgs * UNIT) // UNIT  # index bytes a read may examine
+        buffer = cq.index_buffer(offset, scan_limit)
+        if buffer is None:
+            return GetResult(GetStatus.OFFSET_FOUND_NULL, cq.roll_next(offset), min_offset, max_offset)
+
+        config = self.config
+        result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_offset, max_offset)
+        messages = result.messages
+        total = 0
+        max_phys = self.commitlog.write_pos
+        next_file_start = None
+        examined = 0
+        for phys, size, tags_code in struct.iter_unpack(">qiq", buffer):
+            if next_file_start is not None and phys < next_file_start:
+                examined += 1
+                continue
+            if messages:
+                if len(messages) >= max_msgs:
+                    break
+                in_disk = max_phys - phys > self._memory_limit
+                limit_bytes = (
+                    config.max_transfer_bytes_on_message_in_disk
+                    if in_disk
+                    else config.max_transfer_bytes_on_message_in_memory
+                )
+                limit_count = (
+                    config.max_transfer_count_on_message_in_disk
+                    if in_disk
+                    else config.max_transfer_count_on_message_in_memory
+                )
+                if max_bytes is not None:
+                    limit_bytes = min(limit_bytes, max_bytes)
+                if total + size > limit_bytes or len(messages) > limit_count - 1:
+                    break
+            examined += 1
+            if message_filter is not None and not message_filter.matches_tags_code(tags_code):
+                continue
+            record = self.commitlog.read(phys, size)
+            if record is None:
+                if not messages:
+                    result.status = GetStatus.MESSAGE_WAS_REMOVING
+                next_file_start = self.commitlog.roll_next(phys)
+                continue
+            messages.append(record)
+            total += size
+            result.status = GetStatus.FOUND
+            next_file_start = None
+        result.next_begin_offset = offset + examined
+        result.buffer_total_size = total
+        return result
+
+    # --- offsets and lookups --------------------------------------------------------------
+
+    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        key = (topic, queue_id)
+        cq = self._queues.get(key)
+        if cq is None:
+            cq = ConsumeQueue(
+                self.root / "consumequeue" / topic / str(queue_id),
+                self.config.mapped_file_size_consume_queue_entries,
+                self._allocate,
+            )
+            self._queues[key] = cq
+        return cq
+
+    def queues(self) -> list[tuple[str, int]]:
+        return sorted(self._queues)
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self._queues.get((topic, queue_id))
+        return cq.min_offset if cq is not None else 0
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        """Next queue offset to be readable (``getMaxOffsetInQueue``)."""
+        cq = self._queues.get((topic, queue_id))
+        return cq.max_offset if cq is not None else 0
+
+    @property
+    def min_physical_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    @property
+    def max_physical_offset(self) -> int:
+        return self.commitlog.max_offset
+
+    def read_record(self, phys: int) -> bytes | None:
+        """The stored record at a physical offset (VIEW_MESSAGE_BY_ID, send-back)."""
+        size = self.commitlog.size_at(phys)
+        return self.commitlog.read(phys, size) if size is not None else None
+
+    def look_message(self, phys: int) -> Message | None:
+        record = self.read_record(phys)
+        if record is None:
+            return None
+        try:
+            return decode_message(record)[0]
+        except MessageError:
+            return None
+
+    def message_at(self, topic: str, queue_id: int, offset: int) -> Message | None:
+        """The message at a queue offset, or None."""
+        cq = self._queues.get((topic, queue_id))
+        entry = cq.entry(offset) if cq is not None else None
+        return self.look_message(entry[0]) if entry is not None else None
+
+    def _store_time(self, phys: int) -> int | None:
+        segment = self.commitlog.files.segment_for(phys)
+        if segment is None or phys + 72 > self.commitlog.write_pos:
+            return None
+        at = phys - segment.base
+        (sys_flag,) = _SYSFLAG.unpack_from(segment.mm, at + 36)
+        return _TS.unpack_from(segment.mm, at + 48 + (20 if sys_flag & 0x10 else 8))[0]
+
+    def earliest_message_time(self, topic: str, queue_id: int) -> int | None:
+        cq = self._queues.get((topic, queue_id))
+        entry = cq.entry(cq.min_offset) if cq is not None else None
+        return self._store_time(entry[0]) if entry is not None else None
+
+    def search_offset_by_timestamp(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """Queue offset whose store time equals ``timestamp`` or is nearest to it (ties and
+        equal distances go to the earlier); all later → the first offset, all earlier → the last
+        message's offset, empty → 0 (``ConsumeQueue.getOffsetInQueueByTime``)."""
+        cq = self._queues.get((topic, queue_id))
+        if cq is None or cq.max_offset <= cq.min_offset:
+            return 0
+        lo, hi = cq.min_offset, cq.max_offset - 1
+        while lo < hi:  # first offset whose store time >= timestamp
+            mid = (lo + hi) // 2
+            t = self._store_time(cq.entry(mid)[0])
+            if t is not None and t >= timestamp:
+                hi = mid
+            else:
+                lo = mid + 1
+        right_time = self._store_time(cq.entry(lo)[0])
+        if right_time is None or right_time < timestamp:
+            return lo  # all earlier: the last message
+        if right_time == timestamp or lo == cq.min_offset:
+            return lo
+        left_time = self._store_time(cq.entry(lo - 1)[0]) or 0
+        return lo if timestamp - left_time > right_time - timestamp else lo - 1
+
+    def query_by_key(self, topic: str, key: str, max_num: int, begin_ms: int = 0, end_ms: int = 2**62) -> list[bytes]:
+        """Records of ``topic`` whose KEYS or UNIQ_KEY contain ``key``, newest first."""
+        found = []
+        for phys in self.index.lookup(topic, key):
+            msg = self.look_message(phys)
+            if msg is None or msg.topic != topic or not begin_ms <= msg.store_timestamp <= end_ms:
+                continue
+            keys = (msg.properties.get("KEYS") or "").split()
+            if key in keys or msg.properties.get("UNIQ_KEY") == key:
+                found.append(self.read_record(phys))
+                if len(found) >= max_num:
+                    break
+        return found
+
+    # --- delay levels ---------------------------------------------------------------------
+
+    def deliver_due(self, now_ms: int | None = None) -> int | None:
+        """Re-put parked messages whose delay has passed to their real topic; return the epoch ms
+        of the next delivery due, or None when nothing waits."""
+        now_ms = int(self.clock() * 1000) if now_ms is None else now_ms
+        next_due = None
+        for level in range(len(self.delay_levels_ms)):
+            cq = self._queues.get((SCHEDULE_TOPIC, level))
+            if cq is None:
+                continue
+            offset = max(self._delay_offsets.get(level, 0), cq.min_offset)
+            while offset < cq.max_offset:
+                phys, _size, deliver_at = cq.entry(offset)
+                if deliver_at > now_ms:
+                    next_due = deliver_at if next_due is None else min(next_due, deliver_at)
+                    break
+                parked = self.look_message(phys)
+                if parked is not None:
+                    self._deliver(parked)
+                offset += 1
+            self._delay_offsets[level] = offset
+        return next_due
+
+    def _deliver(self, parked: Message) -> None:
+        props = dict(parked.properties)
+        topic = props.pop("REAL_TOPIC", None)
+        queue_id = props.pop("REAL_QID", "0")
+        props.pop("DELAY", None)
+        if topic is None:
+            return
+        msg = Message(
+            topic,
+            parked.body,
+            props,
+            queue_id=int(queue_id) if queue_id.isdigit() else 0,
+            flag=parked.flag,
+            sys_flag=parked.sys_flag & ~STOREHOST_V6_FLAG,
+            born_timestamp=parked.born_timestamp,
+            born_host=parked.born_host,
+            reconsume_times=parked.reconsume_times,
+            prepared_transaction_offset=parked.prepared_transaction_offset,
+        )
+        self.put(msg)
+
+    # --- retention ------------------------------------------------------------------------
+
+    def delete_expired(self, now_ms: int | None = None) -> int:
+        """Delete whole commit-log segments whose newest message is older than
+        ``file_reserved_time_hours`` (never the one being written); returns how many."""
+        now_ms = int(self.clock() * 1000) if now_ms is None else now_ms
+        keep_ms = self.config.file_reserved_time_hours * 3_600_000
+        deleted = 0
+        segments = self.commitlog.files.ordered()
+        for segment in segments[:-1]:
+            newest = self._newest_time_in(segment)
+            if newest is None or now_ms - newest < keep_ms:
+                break
+            self.commitlog.files.drop(segment)
+            self.index.drop_segment(segment.base)
+            deleted += 1
+        if deleted:
+            phys_min = self.commitlog.min_offset
+            for cq in self._queues.values():
+                cq.correct_min(phys_min)
+        return deleted
+
+    def _newest_time_in(self, segment) -> int | None:
+        """Store time of the last record in a full segment (walks records by TOTALSIZE)."""
+        pos, newest = segment.base, None
+        while pos < segment.end - 8:
+            size = self.commitlog.size_at(pos)
+            if size is None:
+                break
+            newest = self._store_time(pos)
+            pos += size
+        return newest
+
+    # --- recovery -------------------------------------------------------------------------
+
+    def _recover(self, checkpoint: int) -> None:
+        """Re-dispatch every valid record from the checkpoint on and cut the log at the first
+        torn or corrupt one; consume-queue entries past the cut are dropped."""
+        start = max(checkpoint, self.commitlog.min_offset)
+        if self.commitlog.files.segment_for(start) is None and self.commitlog.files.last is not None:
+            start = self.commitlog.min_offset
+        for phys, msg in self.commitlog.scan(start, check_crc=self.config.check_crc_on_recover):
+            cq = self._queue(msg.topic, msg.queue_id)
+            cq.put(msg.queue_offset, phys, msg.store_size, self._tags_code(msg))
+            keys = (msg.properties.get("KEYS") or "").split()
+            if msg.properties.get("UNIQ_KEY"):
+                keys.append(msg.properties["UNIQ_KEY"])
+            if keys:
+                self.index.add(msg.topic, keys, phys)
+            self.recovered_records += 1
+        end = self.commitlog.scan_end
+        self.commitlog.truncate(end)
+        for cq in self._queues.values():
+            cq.truncate_to_phys(end)
+        self.index.write(self.index.take_pending())
+        for cq in self._queues.values():
+            for segment in cq.files.ordered():
+                segment.fsync()
+        for segment in self.commitlog.files.ordered():
+            segment.fsync()
+
+
+__all__ = [
+    "Arrival",
+    "CompletionQueue",
+    "FLUSH_ASYNC",
+    "FLUSH_SYNC",
+    "GetResult",
+    "GetStatus",
+    "MessageStore",
+    "PutResult",
+    "PutStatus",
+    "PutTicket",
+    "StoreConfig",
+    "TagFilter",
+    "segment_name",
+]
