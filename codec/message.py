@@ -134,6 +134,12 @@ def _pack_ip(host: str) -> bytes:
         raise MessageError(f"not an IP address: {host!r}") from None
 
 
+@functools.lru_cache(maxsize=1024)
+def _packed_ip(host: str) -> bytes:
+    """``_pack_ip`` for encoding: hosts repeat (one store host, few producers)."""
+    return _pack_ip(host)
+
+
 def _unpack_ip(raw: bytes) -> str:
     return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
 
@@ -199,7 +205,7 @@ class BatchItem:
 
 def properties_to_string(properties: Mapping[str, str]) -> str:
     """Java ``messageProperties2String`` (≥ 4.9.1): ``k\\x01v`` pairs joined by ``\\x02``."""
-    return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in properties.items())
+    return "\x02".join([f"{k}\x01{v}" for k, v in properties.items()])
 
 
 def string_to_properties(text: str) -> dict[str, str]:
@@ -228,8 +234,8 @@ def _encode_properties(properties: Mapping[str, str]) -> bytes:
 _HEAD = struct.Struct(">iIiiiqqiq")  # total .. born_timestamp: 48 bytes
 # born host .. body length, by (sys_flag >> 4) & 3: which of the two hosts are IPv6
 _LAYOUTS = [struct.Struct(f">{b}siq{s}siiqi") for s in (4, 16) for b in (4, 16)]
-_MID = struct.Struct(">q")
-_TAIL = struct.Struct(">iqi")  # reconsume_times, prepared_transaction_offset, body length
+# TOTALSIZE .. body length in one pack, for encoding, indexed the same way
+_FIXED = [struct.Struct(f">iIiiiqqiq{b}siq{s}siiqi") for s in (4, 16) for b in (4, 16)]
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _U16 = struct.Struct(">H")
@@ -329,56 +335,43 @@ def decode_messages(data: bytes, *, check_crc: bool = False) -> list[Message]:
 
 def encode_message(msg: Message) -> bytes:
     """One stored record. Sets the V6 bits from the hosts and computes CRC and sizes."""
-    born_ip = _pack_ip(msg.born_host.host)
-    store_ip = _pack_ip(msg.store_host.host)
+    born_ip = _packed_ip(msg.born_host.host)
+    store_ip = _packed_ip(msg.store_host.host)
     sys_flag = msg.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
     if len(born_ip) == 16:
         sys_flag |= BORNHOST_V6_FLAG
     if len(store_ip) == 16:
         sys_flag |= STOREHOST_V6_FLAG
-    topic = msg.topic.encode("utf-8", "surrogatepass")
-    if msg.magic == MAGIC_V1:
-        if len(topic) > MAX_TOPIC_BYTES_V1:
-            raise MessageError(f"topic of {len(topic)} bytes needs a v2 record (v1 allows 127)")
-        topic_field = bytes((len(topic),)) + topic
-    elif msg.magic == MAGIC_V2:
-        if len(topic) > 32767:
-            raise MessageError(f"topic of {len(topic)} bytes exceeds the v2 limit")
-        topic_field = _I16.pack(len(topic)) + topic
-    else:
-        raise MessageError(f"unknown magic code {msg.magic:#x}")
-    props = _encode_properties(msg.properties)
-    crc = body_crc(msg.body) if msg.body_crc is None else msg.body_crc
+    topic_field = _topic_field(msg.topic, msg.magic)
+    props = _encode_properties(msg.properties) if msg.properties else b""
     body = msg.body
-    total = 48 + len(born_ip) + 4 + 8 + len(store_ip) + 4 + 16 + len(body) + len(topic_field) + 2 + len(props)
+    crc = zlib.crc32(body) & 0x7FFFFFFF if msg.body_crc is None else msg.body_crc
+    fixed = _FIXED[(sys_flag >> 4) & 3]
+    total = fixed.size + len(body) + len(topic_field) + 2 + len(props)
     try:
-        return b"".join(
-            (
-                _HEAD.pack(
-                    total,
-                    msg.magic,
-                    crc,
-                    msg.queue_id,
-                    msg.flag,
-                    msg.queue_offset,
-                    msg.physical_offset,
-                    sys_flag,
-                    msg.born_timestamp,
-                ),
-                born_ip,
-                _I32.pack(msg.born_host.port),
-                _MID.pack(msg.store_timestamp),
-                store_ip,
-                _I32.pack(msg.store_host.port),
-                _TAIL.pack(msg.reconsume_times, msg.prepared_transaction_offset, len(body)),
-                body,
-                topic_field,
-                _I16.pack(len(props)),
-                props,
-            )
-        )
+        head = fixed.pack(
+            total, msg.magic, crc, msg.queue_id, msg.flag, msg.queue_offset, msg.physical_offset, sys_flag,
+            msg.born_timestamp, born_ip, msg.born_host.port, msg.store_timestamp, store_ip, msg.store_host.port,
+            msg.reconsume_times, msg.prepared_transaction_offset, len(body),
+        )  # fmt: skip
     except struct.error as exc:
         raise MessageError(f"message field out of range: {exc}") from None
+    return b"".join((head, body, topic_field, _I16.pack(len(props)), props))
+
+
+@functools.lru_cache(maxsize=4096)
+def _topic_field(topic: str, magic: int) -> bytes:
+    """The TOPIC field with its length prefix (topics repeat, so this is cached)."""
+    raw = topic.encode("utf-8", "surrogatepass")
+    if magic == MAGIC_V1:
+        if len(raw) > MAX_TOPIC_BYTES_V1:
+            raise MessageError(f"topic of {len(raw)} bytes needs a v2 record (v1 allows 127)")
+        return bytes((len(raw),)) + raw
+    if magic == MAGIC_V2:
+        if len(raw) > 32767:
+            raise MessageError(f"topic of {len(raw)} bytes exceeds the v2 limit")
+        return _I16.pack(len(raw)) + raw
+    raise MessageError(f"unknown magic code {magic:#x}")
 
 
 def decode_message_with_construct(data: bytes) -> Message:

@@ -22,6 +22,7 @@ from .mapped import Segment, SegmentQueue, zero_range
 BLANK_MAGIC = 0xCBD43194  # RocketMQ CommitLog.BLANK_MAGIC_CODE (-875286124)
 MIN_BLANK = 8  # END_FILE_MIN_BLANK_LENGTH: room kept for the blank marker
 PHYSICAL_OFFSET_AT = 28
+PREFAULT_WINDOW = 4 * 1024 * 1024  # pages faulted in ahead of the write position at a time
 
 _HEAD = struct.Struct(">iI")
 _PHYS = struct.Struct(">q")
@@ -35,6 +36,7 @@ class CommitLog:
         self.files = SegmentQueue(directory, segment_size, **kwargs)
         self.segment_size = segment_size
         self.write_pos = self.files.first.base if self.files.first else 0
+        self._prefaulted = 0
 
     @property
     def min_offset(self) -> int:
@@ -64,13 +66,18 @@ class CommitLog:
         return pos
 
     def append(self, record: bytes) -> int:
-        """Write ``record`` (after ``prepare``) and patch its physical offset; return the offset."""
+        """Write ``record`` and patch its physical offset; return the offset."""
         pos = self.prepare(len(record))
         segment = self.files.segments[pos // self.segment_size]
         at = pos - segment.base
-        segment.mm[at : at + len(record)] = record
-        _PHYS.pack_into(segment.mm, at + PHYSICAL_OFFSET_AT, pos)
-        self.write_pos = pos + len(record)
+        end = pos + len(record)
+        if end > self._prefaulted:
+            self._prefaulted = min(segment.end, max(end, self._prefaulted, segment.base) + PREFAULT_WINDOW)
+            segment.prefault(at, self._prefaulted - pos)
+        mm = segment.mm
+        mm[at : at + len(record)] = record
+        _PHYS.pack_into(mm, at + PHYSICAL_OFFSET_AT, pos)
+        self.write_pos = end
         return pos
 
     def read(self, phys: int, size: int) -> bytes | None:

@@ -9,6 +9,7 @@ de-duplicate and verify every hit against the stored message).
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 import zlib
@@ -20,7 +21,13 @@ ENTRY = struct.Struct(">Iq")
 
 
 def key_hash(topic: str, key: str) -> int:
-    return zlib.crc32(f"{topic}#{key}".encode())
+    return zlib.crc32(key.encode(), _topic_crc(topic))
+
+
+@functools.lru_cache(maxsize=4096)
+def _topic_crc(topic: str) -> int:
+    """CRC of ``topic#``: a key's hash continues from it, as if the two were one string."""
+    return zlib.crc32(f"{topic}#".encode())
 
 
 class KeyIndex:
@@ -36,8 +43,11 @@ class KeyIndex:
         buf = self.pending.get(base)
         if buf is None:
             buf = self.pending[base] = bytearray()
+        seed = _topic_crc(topic)
+        crc32 = zlib.crc32
+        pack = ENTRY.pack
         for key in keys:
-            buf += ENTRY.pack(key_hash(topic, key), phys)
+            buf += pack(crc32(key.encode(), seed), phys)
 
     def take_pending(self) -> dict[int, bytearray]:
         """Swap out the buffered entries (caller holds the store lock)."""

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
 
+from codec.errors import MessageError
 from codec.javacompat import string_hash
 from codec.message import (
     MAGIC_V1,
@@ -41,14 +42,12 @@ from codec.message import (
     decode_message,
     encode_message,
 )
-from codec.errors import MessageError
 
-from .commitlog import CommitLog
+from .commitlog import MIN_BLANK, CommitLog
 from .consumequeue import UNIT, ConsumeQueue
 from .delay import DEFAULT_LEVELS, SCHEDULE_TOPIC, parse_levels
 from .files import read_json, write_json_atomic
 from .index import KeyIndex
-from .mapped import segment_name
 from .offsets import ConsumerOffsets
 
 FLUSH_ASYNC = "ASYNC_FLUSH"
@@ -114,27 +113,27 @@ class Arrival:
     properties: dict[str, str]
 
 
-@dataclasses.dataclass(frozen=True)
-class Stored:
-    """Where one message of a put went."""
-
-    queue_offset: int
-    physical_offset: int
-    size: int
-    offset_msg_id: str
-
-
 @dataclasses.dataclass
 class PutResult:
+    """What a put did: its status and, when stored, the messages with their offsets filled in."""
+
     status: PutStatus
-    stored: list[Stored] = dataclasses.field(default_factory=list)
-    topic: str = ""
-    queue_id: int = 0
+    messages: list[Message] = dataclasses.field(default_factory=list)
+    store_host: HostPort = HostPort("127.0.0.1", 0)
     remark: str = ""
 
     @property
     def ok(self) -> bool:
         return self.status in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT)
+
+    @property
+    def first_queue_offset(self) -> int:
+        return self.messages[0].queue_offset if self.messages else 0
+
+    @property
+    def msg_ids(self) -> list[str]:
+        """Offset message ids (store host + physical offset), one per stored message."""
+        return [create_offset_msg_id(self.store_host, m.physical_offset) for m in self.messages]
 
 
 class PutTicket:
@@ -248,14 +247,16 @@ class MessageStore:
         self._listeners: list[Callable[[Arrival], None]] = []
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._next_offset: dict[tuple[str, int], int] = {}
-        self._waiting: collections.deque[tuple[PutTicket, list[tuple[Message, int, int]]]] = collections.deque()
-        self._lock = threading.Lock()  # dispatched position, dirty consume-queue files, index buffer
+        self._waiting: collections.deque[tuple[PutTicket, Iterable[Message]]] = collections.deque()
+        self._tag_codes: dict[str, int] = {}
+        self._sync = config.flush_disk_type == FLUSH_SYNC
         self._dispatched = 0
         self._dirty_cq: set = set()
         self._flushed = 0
         self._io_error: OSError | None = None
         self._memory_limit = _physical_memory() * config.access_message_in_memory_max_ratio // 100
         self._flusher: threading.Thread | None = None
+        self._owner = threading.get_ident()
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._started = False
@@ -296,6 +297,7 @@ class MessageStore:
         write_json_atomic(self.root / "checkpoint", {"physical": self._dispatched})
         abort.touch()
         self._started = True
+        self._owner = threading.get_ident()
         self._flusher = threading.Thread(target=self._flush_loop, name="rmqproxy-store-flush", daemon=True)
         self._flusher.start()
 
@@ -326,72 +328,103 @@ class MessageStore:
     # --- put ------------------------------------------------------------------------------
 
     def put(self, msg: Message) -> PutTicket:
-        """Store one message (fills in its store fields and offsets)."""
-        return self.put_batch([msg])
-
-    def put_batch(self, msgs: list[Message]) -> PutTicket:
-        """Store messages of one topic and queue at consecutive queue offsets."""
-        topic, queue_id = msgs[0].topic, msgs[0].queue_id
-        result = PutResult(PutStatus.PUT_OK, topic=topic, queue_id=queue_id)
+        """Store one message (fills in its store fields and offsets). The hot path: kept flat."""
         if self._io_error is not None or not self._started:
-            result.status, result.remark = PutStatus.SERVICE_NOT_AVAILABLE, f"store not writable: {self._io_error}"
-            return self._done(result)
+            return self._failed(PutStatus.SERVICE_NOT_AVAILABLE, f"store not writable: {self._io_error}")
+        if len(msg.body) > self.config.max_message_size:
+            return self._failed(PutStatus.MESSAGE_ILLEGAL, f"message body of {len(msg.body)} bytes is too large")
         now = int(self.clock() * 1000)
-        records = []
-        for msg in msgs:
-            if len(msg.body) > self.config.max_message_size:
-                result.status = PutStatus.MESSAGE_ILLEGAL
-                result.remark = f"message body of {len(msg.body)} bytes exceeds {self.config.max_message_size}"
-                return self._done(result)
+        if "DELAY" in msg.properties:
             self._park_if_delayed(msg, now)
+        msg.store_timestamp = now
+        msg.store_host = self.config.store_host
+        msg.body_crc = None
+        topic = msg.topic
+        if len(topic) > 42:  # only long topics can exceed 127 UTF-8 bytes
+            msg.magic = MAGIC_V1 if len(topic.encode()) <= 127 else MAGIC_V2
+        key = (topic, msg.queue_id)
+        cq = self._queues.get(key) or self._queue(topic, msg.queue_id)
+        offset = self._next_offset.get(key)
+        if offset is None:
+            offset = cq.max_offset
+        msg.queue_offset = offset
+        try:
+            record = encode_message(msg)
+        except MessageError as exc:
+            return self._failed(_encode_failure(exc), exc.what)
+        size = len(record)
+        if size + MIN_BLANK > self.commitlog.segment_size:
+            return self._failed(PutStatus.MESSAGE_ILLEGAL, "record larger than a commit-log segment")
+        try:
+            cq.ensure(offset)
+            msg.physical_offset = self.commitlog.append(record)
+        except OSError as exc:
+            return self._failed(PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot allocate a store file: {exc}")
+        msg.store_size = size
+        self._next_offset[key] = offset + 1
+        ticket = PutTicket(PutResult(PutStatus.PUT_OK, [msg], msg.store_host), self.commitlog.write_pos)
+        if self._sync:
+            self._waiting.append((ticket, (msg,)))
+            self._wake.set()
+        else:
+            self._dispatch((msg,))
+            ticket.done = True
+        return ticket
+
+    def put_batch(self, msgs: list[Message] | tuple[Message, ...]) -> PutTicket:
+        """Store messages of one topic and queue at consecutive queue offsets (one ticket)."""
+        if self._io_error is not None or not self._started:
+            return self._failed(PutStatus.SERVICE_NOT_AVAILABLE, f"store not writable: {self._io_error}")
+        now = int(self.clock() * 1000)
+        host = self.config.store_host
+        limit = self.config.max_message_size
+        for msg in msgs:
+            if len(msg.body) > limit:
+                return self._failed(
+                    PutStatus.MESSAGE_ILLEGAL, f"message body of {len(msg.body)} bytes exceeds {limit}"
+                )
+            if "DELAY" in msg.properties:
+                self._park_if_delayed(msg, now)
             msg.store_timestamp = now
-            msg.store_host = self.config.store_host
+            msg.store_host = host
             msg.body_crc = None
             msg.magic = MAGIC_V1 if len(msg.topic.encode()) <= 127 else MAGIC_V2
         key = (msgs[0].topic, msgs[0].queue_id)
-        cq = self._queue(*key)
-        first = self._next_offset.get(key, cq.max_offset)
+        cq = self._queues.get(key) or self._queue(*key)
+        offset = self._next_offset.get(key, cq.max_offset)
+        records = []
         try:
-            cq.ensure(first + len(msgs) - 1)
-            for i, msg in enumerate(msgs):
-                msg.queue_offset = first + i
+            cq.ensure(offset + len(msgs) - 1)
+            for msg in msgs:
+                msg.queue_offset = offset
+                offset += 1
                 try:
                     record = encode_message(msg)
                 except MessageError as exc:
-                    result.status = (
-                        PutStatus.PROPERTIES_SIZE_EXCEEDED if "properties" in exc.what else PutStatus.MESSAGE_ILLEGAL
-                    )
-                    result.remark = exc.what
-                    return self._done(result)
+                    return self._failed(_encode_failure(exc), exc.what)
                 if not self.commitlog.fits(len(record)):
-                    result.status, result.remark = PutStatus.MESSAGE_ILLEGAL, "record larger than a segment"
-                    return self._done(result)
+                    return self._failed(PutStatus.MESSAGE_ILLEGAL, "record larger than a commit-log segment")
                 records.append(record)
-            self.commitlog.reserve([len(r) for r in records])
-            stored = []
-            for msg, record in zip(msgs, records, strict=True):
-                phys = self.commitlog.append(record)
-                msg.physical_offset = phys
+            if len(records) > 1:
+                self.commitlog.reserve([len(r) for r in records])
+            append = self.commitlog.append
+            for msg, record in zip(msgs, records):  # noqa: B905 (same length by construction)
+                msg.physical_offset = append(record)
                 msg.store_size = len(record)
-                stored.append((msg, phys, len(record)))
         except OSError as exc:
-            result.status, result.remark = PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot allocate store file: {exc}"
-            return self._done(result)
-        self._next_offset[key] = first + len(msgs)
-        result.stored = [
-            Stored(m.queue_offset, phys, size, create_offset_msg_id(self.config.store_host, phys)) for m, phys, size in stored
-        ]
-        ticket = PutTicket(result, self.commitlog.write_pos)
-        if self.config.flush_disk_type == FLUSH_SYNC:
-            self._waiting.append((ticket, stored))
+            return self._failed(PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot allocate a store file: {exc}")
+        self._next_offset[key] = offset
+        ticket = PutTicket(PutResult(PutStatus.PUT_OK, list(msgs), host), self.commitlog.write_pos)
+        if self._sync:
+            self._waiting.append((ticket, msgs))
             self._wake.set()
         else:
-            self._dispatch(stored)
+            self._dispatch(msgs)
             ticket._complete()
         return ticket
 
-    def _done(self, result: PutResult) -> PutTicket:
-        ticket = PutTicket(result)
+    def _failed(self, status: PutStatus, remark: str) -> PutTicket:
+        ticket = PutTicket(PutResult(status, remark=remark, store_host=self.config.store_host))
         ticket._complete()
         return ticket
 
@@ -411,31 +444,46 @@ class MessageStore:
         if msg.topic == SCHEDULE_TOPIC:
             return msg.store_timestamp + self.delay_levels_ms[min(msg.queue_id, len(self.delay_levels_ms) - 1)]
         tags = msg.properties.get("TAGS")
-        return string_hash(tags) if tags else 0
+        if not tags:
+            return 0
+        code = self._tag_codes.get(tags)
+        if code is None:
+            code = string_hash(tags)
+            if len(self._tag_codes) < 65536:
+                self._tag_codes[tags] = code
+        return code
 
-    def _dispatch(self, stored: Iterable[tuple[Message, int, int]]) -> None:
-        """Make records readable: consume-queue entry, index entries, then arrival listeners."""
-        arrivals = []
-        with self._lock:
-            for msg, phys, size in stored:
-                cq = self._queue(msg.topic, msg.queue_id)
-                tags_code = self._tags_code(msg)
-                self._dirty_cq.add(cq.put(msg.queue_offset, phys, size, tags_code))
-                keys = msg.properties.get("KEYS")
-                names = keys.split() if keys else []
-                uniq = msg.properties.get("UNIQ_KEY")
-                if uniq:
-                    names.append(uniq)
-                if names:
-                    self.index.add(msg.topic, names, phys)
-                self._dispatched = phys + size
-                if self._listeners:
-                    arrivals.append(
-                        Arrival(msg.topic, msg.queue_id, msg.queue_offset, tags_code, msg.store_timestamp, msg.properties)
-                    )
-        for arrival in arrivals:
-            for fn in self._listeners:
-                fn(arrival)
+    def _dispatch(self, msgs: Iterable[Message]) -> None:
+        """Make stored messages readable: consume-queue entry and index entries, then arrival
+        listeners. Owner thread only (the flusher gets snapshots through ``_snapshot``)."""
+        queues = self._queues
+        listeners = self._listeners
+        dirty = self._dirty_cq
+        index_add = self.index.add
+        for msg in msgs:
+            topic = msg.topic
+            cq = queues.get((topic, msg.queue_id)) or self._queue(topic, msg.queue_id)
+            tags_code = self._tags_code(msg)
+            phys = msg.physical_offset
+            dirty.add(cq.put(msg.queue_offset, phys, msg.store_size, tags_code))
+            props = msg.properties
+            keys = props.get("KEYS")
+            uniq = props.get("UNIQ_KEY")
+            if keys:
+                index_add(topic, keys.split() + [uniq] if uniq else keys.split(), phys)
+            elif uniq:
+                index_add(topic, (uniq,), phys)
+            self._dispatched = phys + msg.store_size
+            if listeners:
+                arrival = Arrival(topic, msg.queue_id, msg.queue_offset, tags_code, msg.store_timestamp, props)
+                for fn in listeners:
+                    fn(arrival)
+
+    def _snapshot(self) -> tuple[int, set, dict]:
+        """Owner thread: what the next checkpoint covers — the dispatched position, the consume
+        queue files written since the last one, and the buffered index entries."""
+        dirty, self._dirty_cq = self._dirty_cq, set()
+        return self._dispatched, dirty, self.index.take_pending()
 
     # --- flush ----------------------------------------------------------------------------
 
@@ -456,19 +504,19 @@ class MessageStore:
     def _flush_round(self, *, checkpoint: bool) -> tuple[int, OSError | None]:
         """fsync the commit log up to the written end and return that end (and any error) for
         ``_on_flushed``; with ``checkpoint``, also make consume queues, index and offsets durable
-        and move the checkpoint."""
+        and move the checkpoint. Runs on the flush thread, or on the owner at shutdown."""
         error: OSError | None = None
+        snapshot = None
         if checkpoint:
-            with self._lock:
-                dispatched = self._dispatched
-                dirty, self._dirty_cq = self._dirty_cq, set()
-                pending = self.index.take_pending()
+            snapshot = self._snapshot() if self._on_owner() else self._snapshot_from_owner()
         target = self.commitlog.write_pos
         try:
-            for segment in self.commitlog.dirty_segments(self._flushed - self._flushed % self.commitlog.segment_size, target):
+            start = self._flushed - self._flushed % self.commitlog.segment_size
+            for segment in self.commitlog.dirty_segments(start, target):
                 segment.fsync()
             self._flushed = target
-            if checkpoint:
+            if snapshot is not None:
+                dispatched, dirty, pending = snapshot
                 for segment in dirty:
                     segment.fsync()
                 self.index.write(pending)
@@ -476,11 +524,31 @@ class MessageStore:
                 self.offsets.persist()
                 delay_offsets = dict(self._delay_offsets)
                 if delay_offsets != self._delay_offsets_saved:
-                    write_json_atomic(self.root / "config" / "delayOffset.json", {str(k): v for k, v in delay_offsets.items()})
+                    write_json_atomic(
+                        self.root / "config" / "delayOffset.json", {str(k): v for k, v in delay_offsets.items()}
+                    )
                     self._delay_offsets_saved = delay_offsets
         except OSError as exc:
             error = exc
         return target, error
+
+    def _on_owner(self) -> bool:
+        return threading.get_ident() == self._owner
+
+    def _snapshot_from_owner(self) -> tuple[int, set, dict] | None:
+        """Ask the owner thread (through ``post``) for a checkpoint snapshot; None if it does not
+        answer within a flush interval (the checkpoint then waits for the next round)."""
+        box: list = []
+        ready = threading.Event()
+
+        def take() -> None:
+            if not self._closed:
+                box.append(self._snapshot())
+            ready.set()
+
+        self._post(take)
+        ready.wait(max(self.config.flush_interval_commit_log_ms, 100) / 1000)
+        return box[0] if box else None
 
     def _on_flushed(self, target: int, error: OSError | None) -> None:
         """Owner thread: complete and dispatch SYNC_FLUSH puts the fsync covered."""
@@ -490,8 +558,8 @@ class MessageStore:
             self._io_error = error
         status = PutStatus.FLUSH_DISK_TIMEOUT if error is not None else None
         while self._waiting and self._waiting[0][0].end <= target:
-            ticket, stored = self._waiting.popleft()
-            self._dispatch(stored)
+            ticket, msgs = self._waiting.popleft()
+            self._dispatch(msgs)
             ticket._complete(status)
 
     # --- get ------------------------------------------------------------------------------
@@ -782,6 +850,10 @@ class MessageStore:
             segment.fsync()
 
 
+def _encode_failure(exc: MessageError) -> PutStatus:
+    return PutStatus.PROPERTIES_SIZE_EXCEEDED if "properties" in exc.what else PutStatus.MESSAGE_ILLEGAL
+
+
 __all__ = [
     "Arrival",
     "CompletionQueue",
@@ -795,5 +867,4 @@ __all__ = [
     "PutTicket",
     "StoreConfig",
     "TagFilter",
-    "segment_name",
 ]
