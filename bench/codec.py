@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from codec.command import RemotingCommand  # noqa: E402
 from codec.frame import FrameDecoder  # noqa: E402
 from codec.headers import PullMessageRequestHeader, PullMessageResponseHeader  # noqa: E402
 from codec.message import HostPort, Message, decode_messages, encode_message  # noqa: E402
+from machine import machine  # noqa: E402
 
 
 def rate(fn: Callable[[], object], units_per_call: int, seconds: float) -> float:
@@ -65,24 +65,6 @@ def pull_not_found(serialize_type: int) -> RemotingCommand:
         code=ResponseCode.PULL_NOT_FOUND, opaque=7, flag=1, remark="OFFSET_OVERFLOW_ONE",
         ext_fields=header.to_ext(), serialize_type=serialize_type,
     )  # fmt: skip
-
-
-def machine() -> dict:
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-    }
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,12 +17,12 @@ from pathlib import Path
 from codec.errors import MessageError
 from codec.message import MAGIC_V1, MAGIC_V2, Message, decode_message
 
-from .mapped import Segment, SegmentQueue, zero_range
+from .mapped import Prefaulter, Segment, SegmentQueue, zero_range
 
 BLANK_MAGIC = 0xCBD43194  # RocketMQ CommitLog.BLANK_MAGIC_CODE (-875286124)
 MIN_BLANK = 8  # END_FILE_MIN_BLANK_LENGTH: room kept for the blank marker
 PHYSICAL_OFFSET_AT = 28
-PREFAULT_WINDOW = 4 * 1024 * 1024  # pages faulted in ahead of the write position at a time
+PREFAULT_WINDOW = 16 * 1024 * 1024  # pages faulted in ahead of the write position
 
 _HEAD = struct.Struct(">iI")
 _PHYS = struct.Struct(">q")
@@ -36,7 +36,12 @@ class CommitLog:
         self.files = SegmentQueue(directory, segment_size, **kwargs)
         self.segment_size = segment_size
         self.write_pos = self.files.first.base if self.files.first else 0
-        self._prefaulted = 0
+        self.prefaulter: Prefaulter | None = None
+
+    def start_prefaulting(self) -> None:
+        """Fault pages in ahead of the write position from a helper thread (after recovery)."""
+        self.prefaulter = Prefaulter(self.files, PREFAULT_WINDOW)
+        self.prefaulter.request(self.write_pos)
 
     @property
     def min_offset(self) -> int:
@@ -62,6 +67,9 @@ class CommitLog:
             _HEAD.pack_into(segment.mm, pos - segment.base, room, BLANK_MAGIC)
             pos += room
             self.write_pos = pos
+            self.files.get_or_create(pos)
+            if self.prefaulter is not None:
+                self.prefaulter.kick(pos)
         self.files.get_or_create(pos)
         return pos
 
@@ -71,9 +79,9 @@ class CommitLog:
         segment = self.files.segments[pos // self.segment_size]
         at = pos - segment.base
         end = pos + len(record)
-        if end > self._prefaulted:
-            self._prefaulted = min(segment.end, max(end, self._prefaulted, segment.base) + PREFAULT_WINDOW)
-            segment.prefault(at, self._prefaulted - pos)
+        prefaulter = self.prefaulter
+        if prefaulter is not None and end + PREFAULT_WINDOW // 2 > prefaulter.wanted:
+            prefaulter.request(end)
         mm = segment.mm
         mm[at : at + len(record)] = record
         _PHYS.pack_into(mm, at + PHYSICAL_OFFSET_AT, pos)
@@ -164,4 +172,7 @@ class CommitLog:
         self.write_pos = end
 
     def close(self) -> None:
+        if self.prefaulter is not None:
+            self.prefaulter.close()
+            self.prefaulter = None
         self.files.close()

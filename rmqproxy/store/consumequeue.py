@@ -30,6 +30,7 @@ class ConsumeQueue:
         self.entries_per_file = entries_per_file
         self.min_offset = 0
         self.max_offset = 0
+        self._last = None  # the segment written last: appends hit it until it fills
         self._load()
 
     def _load(self) -> None:
@@ -53,8 +54,11 @@ class ConsumeQueue:
 
     def put(self, offset: int, phys: int, size: int, tags_code: int):
         """Write entry ``offset``; returns its segment (for the flusher's dirty set)."""
-        segment = self.files.get_or_create(offset * UNIT)
-        _ENTRY.pack_into(segment.mm, offset * UNIT - segment.base, phys, size, tags_code)
+        at = offset * UNIT
+        segment = self._last
+        if segment is None or not segment.base <= at < segment.end or segment._closed:
+            segment = self._last = self.files.get_or_create(at)
+        _ENTRY.pack_into(segment.mm, at - segment.base, phys, size, tags_code)
         if offset >= self.max_offset:
             self.max_offset = offset + 1
         return segment

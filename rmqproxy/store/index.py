@@ -37,17 +37,21 @@ class KeyIndex:
         directory.mkdir(parents=True, exist_ok=True)
         self.pending: dict[int, bytearray] = {}
 
-    def add(self, topic: str, keys: list[str], phys: int) -> None:
-        """Buffer entries for ``keys`` of the record at ``phys`` (caller holds the store lock)."""
+    def add_message(self, topic: str, keys: str | None, uniq: str | None, phys: int) -> None:
+        """Buffer entries for a message's KEYS (space separated) and UNIQ_KEY (owner thread)."""
         base = phys - phys % self.segment_size
         buf = self.pending.get(base)
         if buf is None:
             buf = self.pending[base] = bytearray()
         seed = _topic_crc(topic)
-        crc32 = zlib.crc32
-        pack = ENTRY.pack
-        for key in keys:
-            buf += pack(crc32(key.encode(), seed), phys)
+        if keys:
+            if " " in keys:
+                for key in keys.split():
+                    buf += ENTRY.pack(zlib.crc32(key.encode(), seed), phys)
+            else:
+                buf += ENTRY.pack(zlib.crc32(keys.encode(), seed), phys)
+        if uniq:
+            buf += ENTRY.pack(zlib.crc32(uniq.encode(), seed), phys)
 
     def take_pending(self) -> dict[int, bytearray]:
         """Swap out the buffered entries (caller holds the store lock)."""

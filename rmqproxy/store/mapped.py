@@ -75,16 +75,18 @@ class Segment:
         return self.base + self.size
 
     def prefault(self, start: int, length: int) -> None:
-        """Fault in pages [start, start + length) for writing now, so appends do not each take a
-        page fault (several microseconds on virtual machines). Best effort: MADV_POPULATE_WRITE
-        needs Linux 5.14."""
+        """Fault in pages [start, start + length) for writing, so appends do not each take a page
+        fault (several microseconds on virtual machines). Best effort: MADV_POPULATE_WRITE needs
+        Linux 5.14. Any thread; a no-op once closed."""
         start -= start % mmap.PAGESIZE
         length = min(length, self.size - start)
         if length > 0 and _POPULATE_WRITE is not None:
-            try:
-                self.mm.madvise(_POPULATE_WRITE, start, length)
-            except OSError:
-                pass
+            with self._lock:
+                if not self._closed:
+                    try:
+                        self.mm.madvise(_POPULATE_WRITE, start, length)
+                    except OSError:
+                        pass
 
     def fsync(self) -> None:
         """Make everything written so far durable (flusher thread safe; a no-op once closed)."""
@@ -113,6 +115,54 @@ def zero_range(segment: Segment, start: int, end: int) -> None:
         n = min(end - start, len(_ZEROS))
         segment.mm[start : start + n] = _ZEROS[:n]
         start += n
+
+
+class Prefaulter:
+    """A thread that keeps pages ahead of a writer faulted in, off the writer's thread.
+
+    The writer calls ``request(offset)`` (cheap: an int compare per call) as it advances; the
+    thread populates the segments up to ``offset + window``.
+    """
+
+    STEP = 1 << 20
+
+    def __init__(self, queue: SegmentQueue, window: int = 16 << 20) -> None:
+        self.queue = queue
+        self.window = window
+        self.wanted = 0  # written by the owner, read by the thread
+        self._done = 0
+        self._wake = threading.Event()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="rmqproxy-store-prefault", daemon=True)
+        self._thread.start()
+
+    def request(self, offset: int) -> None:
+        if offset + self.window // 2 > self.wanted:
+            self.wanted = offset + self.window
+            self._wake.set()
+
+    def kick(self, offset: int) -> None:
+        """A new segment starts at ``offset``: populate it now."""
+        self.wanted = max(self.wanted, offset + self.window)
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop:
+            self._wake.wait()
+            self._wake.clear()
+            while not self._stop and self._done < self.wanted:
+                start = max(self._done, self.wanted - self.window)
+                segment = self.queue.segment_for(start)
+                if segment is None:
+                    break  # not allocated yet: the writer kicks us once it is
+                length = min(self.STEP, segment.end - start)
+                segment.prefault(start - segment.base, length)
+                self._done = start + length
+
+    def close(self) -> None:
+        self._stop = True
+        self._wake.set()
+        self._thread.join()
 
 
 class SegmentQueue:

@@ -298,6 +298,7 @@ class MessageStore:
         abort.touch()
         self._started = True
         self._owner = threading.get_ident()
+        self.commitlog.start_prefaulting()
         self._flusher = threading.Thread(target=self._flush_loop, name="rmqproxy-store-flush", daemon=True)
         self._flusher.start()
 
@@ -441,38 +442,41 @@ class MessageStore:
         msg.queue_id = level - 1
 
     def _tags_code(self, msg: Message) -> int:
+        """The consume-queue tags code: the tag's hash, or a parked message's delivery time."""
         if msg.topic == SCHEDULE_TOPIC:
-            return msg.store_timestamp + self.delay_levels_ms[min(msg.queue_id, len(self.delay_levels_ms) - 1)]
+            return self._deliver_time(msg)
         tags = msg.properties.get("TAGS")
-        if not tags:
-            return 0
-        code = self._tag_codes.get(tags)
-        if code is None:
-            code = string_hash(tags)
-            if len(self._tag_codes) < 65536:
-                self._tag_codes[tags] = code
+        return (self._tag_codes.get(tags) or self._tag_code(tags)) if tags else 0
+
+    def _tag_code(self, tags: str) -> int:
+        code = string_hash(tags)
+        if len(self._tag_codes) < 65536:  # tags repeat; bounded against unbounded tag sets
+            self._tag_codes[tags] = code
         return code
+
+    def _deliver_time(self, msg: Message) -> int:
+        return msg.store_timestamp + self.delay_levels_ms[min(msg.queue_id, len(self.delay_levels_ms) - 1)]
 
     def _dispatch(self, msgs: Iterable[Message]) -> None:
         """Make stored messages readable: consume-queue entry and index entries, then arrival
         listeners. Owner thread only (the flusher gets snapshots through ``_snapshot``)."""
         queues = self._queues
         listeners = self._listeners
-        dirty = self._dirty_cq
-        index_add = self.index.add
         for msg in msgs:
             topic = msg.topic
             cq = queues.get((topic, msg.queue_id)) or self._queue(topic, msg.queue_id)
-            tags_code = self._tags_code(msg)
-            phys = msg.physical_offset
-            dirty.add(cq.put(msg.queue_offset, phys, msg.store_size, tags_code))
             props = msg.properties
+            if topic == SCHEDULE_TOPIC:
+                tags_code = self._deliver_time(msg)
+            else:
+                tags = props.get("TAGS")
+                tags_code = (self._tag_codes.get(tags) or self._tag_code(tags)) if tags else 0
+            phys = msg.physical_offset
+            self._dirty_cq.add(cq.put(msg.queue_offset, phys, msg.store_size, tags_code))
             keys = props.get("KEYS")
             uniq = props.get("UNIQ_KEY")
-            if keys:
-                index_add(topic, keys.split() + [uniq] if uniq else keys.split(), phys)
-            elif uniq:
-                index_add(topic, (uniq,), phys)
+            if keys or uniq:
+                self.index.add_message(topic, keys, uniq, phys)
             self._dispatched = phys + msg.store_size
             if listeners:
                 arrival = Arrival(topic, msg.queue_id, msg.queue_offset, tags_code, msg.store_timestamp, props)
@@ -832,11 +836,7 @@ class MessageStore:
         for phys, msg in self.commitlog.scan(start, check_crc=self.config.check_crc_on_recover):
             cq = self._queue(msg.topic, msg.queue_id)
             cq.put(msg.queue_offset, phys, msg.store_size, self._tags_code(msg))
-            keys = (msg.properties.get("KEYS") or "").split()
-            if msg.properties.get("UNIQ_KEY"):
-                keys.append(msg.properties["UNIQ_KEY"])
-            if keys:
-                self.index.add(msg.topic, keys, phys)
+            self.index.add_message(msg.topic, msg.properties.get("KEYS"), msg.properties.get("UNIQ_KEY"), phys)
             self.recovered_records += 1
         end = self.commitlog.scan_end
         self.commitlog.truncate(end)
