@@ -1,16 +1,56 @@
-"""Command line: ``rmqproxy`` (click). Subcommands arrive with their issues (serve, report)."""
+"""Command line: ``rmqproxy serve`` runs the server; more subcommands arrive with their issues."""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import click
 
 from . import __version__
+from .config import SETTINGS, load
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="rmqproxy")
 def main() -> None:
     """rmqproxy: RocketMQ name server and broker that measures pull hold and service time."""
+
+
+def _setting_options(fn):
+    """One ``--kebab-case`` option per broker.conf key (config.SETTINGS), default: unset."""
+    for setting in reversed(SETTINGS):
+        kind = click.BOOL if setting.type is bool else setting.type
+        fn = click.option(
+            setting.flag, setting.field, type=kind, default=None,
+            help=f"{setting.help} [broker.conf {setting.key}, default {setting.default}]",
+        )(fn)  # fmt: skip
+    return fn
+
+
+@main.command()
+@click.option("-c", "--config", "conf_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="broker.conf-style properties file")  # fmt: skip
+@_setting_options
+def serve(conf_file: Path | None, **overrides) -> None:
+    """Run the name server and broker on the embedded store until SIGINT/SIGTERM."""
+    from twisted.internet import reactor
+    from twisted.logger import globalLogBeginner, textFileLogObserver
+
+    from .server import Server
+
+    try:
+        config = load(conf_file, overrides)
+    except (ValueError, KeyError) as exc:
+        raise click.BadParameter(str(exc)) from None
+    globalLogBeginner.beginLoggingTo([textFileLogObserver(sys.stderr)], redirectStandardIO=False)
+    server = Server(config, reactor)
+    try:
+        server.start()
+    except Exception as exc:
+        raise click.ClickException(f"cannot start: {exc}") from None
+    reactor.addSystemEventTrigger("before", "shutdown", server.stop)
+    reactor.run()
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import dataclasses
 import enum
 import os
 import queue
+import shutil
 import struct
 import threading
 import time
@@ -250,6 +251,8 @@ class MessageStore:
         self._waiting: collections.deque[tuple[PutTicket, Iterable[Message]]] = collections.deque()
         self._tag_codes: dict[str, int] = {}
         self._sync = config.flush_disk_type == FLUSH_SYNC
+        self.put_count = 0  # messages stored since start
+        self.get_count = 0  # messages returned by get_message since start
         self._dispatched = 0
         self._dirty_cq: set = set()
         self._flushed = 0
@@ -363,6 +366,7 @@ class MessageStore:
             return self._failed(PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot allocate a store file: {exc}")
         msg.store_size = size
         self._next_offset[key] = offset + 1
+        self.put_count += 1
         ticket = PutTicket(PutResult(PutStatus.PUT_OK, [msg], msg.store_host), self.commitlog.write_pos)
         if self._sync:
             self._waiting.append((ticket, (msg,)))
@@ -415,6 +419,7 @@ class MessageStore:
         except OSError as exc:
             return self._failed(PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot allocate a store file: {exc}")
         self._next_offset[key] = offset
+        self.put_count += len(msgs)
         ticket = PutTicket(PutResult(PutStatus.PUT_OK, list(msgs), host), self.commitlog.write_pos)
         if self._sync:
             self._waiting.append((ticket, msgs))
@@ -641,7 +646,13 @@ class MessageStore:
             next_file_start = None
         result.next_begin_offset = offset + examined
         result.buffer_total_size = total
+        self.get_count += len(messages)
         return result
+
+    def disk_ratio(self) -> float:
+        """Used share of the file system holding the store (runtime info, disk-full alerts)."""
+        usage = shutil.disk_usage(self.root)
+        return usage.used / usage.total if usage.total else 0.0
 
     # --- offsets and lookups --------------------------------------------------------------
 

@@ -1,0 +1,192 @@
+"""The one configuration object: broker.conf keys (Java properties syntax) and CLI overrides.
+
+``SETTINGS`` is the single table that maps each broker.conf key (RocketMQ's camelCase, e.g.
+``listenPort``) to a ``Config`` field (snake case) and a ``--kebab-case`` CLI flag. Precedence:
+defaults, then the ``-c`` file, then flags. Unknown broker.conf keys are kept (``extra``) and
+logged, since real broker.conf files carry many settings rmqproxy does not use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from codec.frame import DEFAULT_MAX_FRAME_BYTES
+
+from .store.delay import DEFAULT_LEVELS, parse_levels
+
+FLUSH_ASYNC = "ASYNC_FLUSH"
+FLUSH_SYNC = "SYNC_FLUSH"
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    key: str  # broker.conf key
+    field: str  # Config attribute
+    type: type
+    default: Any
+    help: str
+
+    @property
+    def flag(self) -> str:
+        return "--" + re.sub(r"(?<=[a-z0-9])([A-Z])", r"-\1", self.key).lower()
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("bindAddress", "bind_address", str, "127.0.0.1", "address to listen on"),
+    Setting("listenPort", "listen_port", int, 9876, "remoting port serving name-server and broker codes"),
+    Setting("brokerListenPort", "broker_listen_port", int, 0, "extra broker-only port (0: none)"),
+    Setting("brokerIP1", "broker_ip1", str, "", "address advertised in routes (default: bind address)"),
+    Setting("metricsPromExporterPort", "metrics_port", int, 5557, "Prometheus /metrics port (0: off)"),
+    Setting("storePathRootDir", "store_path", str, "./rmqproxy-data", "store directory"),
+    Setting("flushDiskType", "flush_disk_type", str, FLUSH_ASYNC, "ASYNC_FLUSH or SYNC_FLUSH"),
+    Setting("brokerClusterName", "cluster_name", str, "DefaultCluster", "cluster name in routes"),
+    Setting("brokerName", "broker_name", str, "rmqproxy-a", "broker name in routes"),
+    Setting("autoCreateTopicEnable", "auto_create_topic", bool, True, "create topics on first send"),
+    Setting("autoCreateSubscriptionGroup", "auto_create_group", bool, True, "accept unknown consumer groups"),
+    Setting("defaultTopicQueueNums", "default_topic_queue_nums", int, 8, "queues of TBW102 (auto-create cap)"),
+    Setting("longPollingEnable", "long_polling", bool, True, "hold empty pulls for their suspend timeout"),
+    Setting("shortPollingTimeMills", "short_polling_ms", int, 1000, "hold time when long polling is off"),
+    Setting("maxHeldPulls", "max_held_pulls", int, 100_000, "beyond this many held pulls, answer at once"),
+    Setting("lockReleaseOnDisconnect", "lock_release_on_disconnect", str, "safe", "safe or immediate"),
+    Setting("rebalanceLockMaxLiveTime", "lock_max_live_ms", int, 60_000, "queue lock expiry without renewal"),
+    Setting("maxFrameSize", "max_frame_size", int, DEFAULT_MAX_FRAME_BYTES, "largest frame, length included"),
+    Setting("maxMessageSize", "max_message_size", int, 4 * 1024 * 1024, "largest message body"),
+    Setting("messageDelayLevel", "message_delay_level", str, DEFAULT_LEVELS, "delay of levels 1..n"),
+    Setting("fileReservedTime", "file_reserved_time_hours", float, 72.0, "hours commit-log segments are kept"),
+    Setting("mappedFileSizeCommitLog", "commit_log_segment_size", int, 1 << 30, "commit-log segment bytes"),
+    Setting("pullLogPath", "pull_log_path", str, "", "pull/hold event log dir (default: <store>/logs)"),
+    Setting("pullLogMode", "pull_log_mode", str, "all", "all, held or off"),
+    Setting("clientStatsIntervalSeconds", "client_stats_interval_s", int, 60, "consumer running-info poll"),
+    Setting("channelExpiredTimeout", "channel_expired_ms", int, 120_000, "close clients silent this long"),
+)
+
+_BY_KEY = {s.key: s for s in SETTINGS}
+_BY_FIELD = {s.field: s for s in SETTINGS}
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Every setting (see ``SETTINGS``), plus broker.conf keys we do not use (``extra``)."""
+
+    bind_address: str = "127.0.0.1"
+    listen_port: int = 9876
+    broker_listen_port: int = 0
+    broker_ip1: str = ""
+    metrics_port: int = 5557
+    store_path: str = "./rmqproxy-data"
+    flush_disk_type: str = FLUSH_ASYNC
+    cluster_name: str = "DefaultCluster"
+    broker_name: str = "rmqproxy-a"
+    auto_create_topic: bool = True
+    auto_create_group: bool = True
+    default_topic_queue_nums: int = 8
+    long_polling: bool = True
+    short_polling_ms: int = 1000
+    max_held_pulls: int = 100_000
+    lock_release_on_disconnect: str = "safe"
+    lock_max_live_ms: int = 60_000
+    max_frame_size: int = DEFAULT_MAX_FRAME_BYTES
+    max_message_size: int = 4 * 1024 * 1024
+    message_delay_level: str = DEFAULT_LEVELS
+    file_reserved_time_hours: float = 72.0
+    commit_log_segment_size: int = 1 << 30
+    pull_log_path: str = ""
+    pull_log_mode: str = "all"
+    client_stats_interval_s: int = 60
+    channel_expired_ms: int = 120_000
+    extra: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.flush_disk_type not in (FLUSH_ASYNC, FLUSH_SYNC):
+            raise ValueError(f"flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH, not {self.flush_disk_type!r}")
+        if self.pull_log_mode not in ("all", "held", "off"):
+            raise ValueError(f"pullLogMode must be all, held or off, not {self.pull_log_mode!r}")
+        if self.lock_release_on_disconnect not in ("safe", "immediate"):
+            raise ValueError(
+                f"lockReleaseOnDisconnect must be safe or immediate, not {self.lock_release_on_disconnect!r}"
+            )
+        parse_levels(self.message_delay_level)
+        for name in ("listen_port", "broker_listen_port", "metrics_port"):
+            if not 0 <= getattr(self, name) <= 65535:
+                raise ValueError(f"{_BY_FIELD[name].key} must be a port number")
+
+    @property
+    def advertised_address(self) -> str:
+        """``ip:port`` that routes point clients at (the broker port if separate)."""
+        host = self.broker_ip1 or self.bind_address
+        return f"{host}:{self.broker_listen_port or self.listen_port}"
+
+    @property
+    def store_dir(self) -> Path:
+        return Path(self.store_path)
+
+    @property
+    def pull_log_dir(self) -> Path:
+        return Path(self.pull_log_path) if self.pull_log_path else self.store_dir / "logs"
+
+
+def convert(setting: Setting, text: str) -> Any:
+    """A broker.conf string as the setting's type (Java's ``Boolean.parseBoolean`` for booleans)."""
+    if setting.type is bool:
+        return text.strip().lower() == "true"
+    try:
+        return setting.type(text.strip())
+    except ValueError:
+        raise ValueError(f"{setting.key}={text!r} is not a valid {setting.type.__name__}") from None
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java ``Properties.load`` syntax: ``key=value``, ``key: value`` or ``key value``; ``#``/``!``
+    comments; a trailing backslash continues the line; common escapes."""
+    result: dict[str, str] = {}
+    logical = ""
+    for raw in text.splitlines():
+        line = raw.lstrip() if not logical else raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            logical += line[:-1]
+            continue
+        logical += line
+        m = re.match(r"((?:\\.|[^=:\s])*)\s*[=:\s]?\s*(.*)$", logical)
+        logical = ""
+        if not m or not m.group(1):
+            continue
+        key, value = (_unescape(g) for g in m.groups())
+        result[key] = value
+    return result
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(text: str) -> str:
+    def one(m: re.Match) -> str:
+        code = m.group(1)
+        return chr(int(code[1:], 16)) if len(code) == 5 else _ESCAPES.get(code, code)
+
+    return re.sub(r"\\(u[0-9a-fA-F]{4}|.)", one, text)
+
+
+def load(conf_file: Path | None = None, overrides: Mapping[str, Any] | None = None) -> Config:
+    """Defaults, then broker.conf ``conf_file``, then ``overrides`` (Config field names)."""
+    values: dict[str, Any] = {}
+    extra: dict[str, str] = {}
+    if conf_file is not None:
+        for key, text in parse_properties(Path(conf_file).read_text(encoding="utf-8")).items():
+            setting = _BY_KEY.get(key)
+            if setting is None:
+                extra[key] = text
+            else:
+                values[setting.field] = convert(setting, text)
+    for field, value in (overrides or {}).items():
+        if value is not None:
+            if field not in _BY_FIELD:
+                raise KeyError(f"no setting {field!r}")
+            values[field] = value
+    return Config(**values, extra=extra)

@@ -1,0 +1,42 @@
+"""Request code → handler, with the typed custom header decoded once, here.
+
+A handler is ``handler(request, header, connection)`` returning a response command, a Deferred
+of one, or None (oneway). Unknown codes answer REQUEST_CODE_NOT_SUPPORTED naming the code (the
+reference wording); a header that lacks a required field or has a malformed value, or a body
+that does not parse, answers SYSTEM_ERROR with a remark saying what was wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from twisted.logger import Logger
+
+from codec.codes import ResponseCode
+from codec.command import RemotingCommand
+from codec.errors import CodecError
+from codec.headers import REQUEST_HEADERS
+
+log = Logger()
+
+RequestHandler = Callable[[RemotingCommand, Any, Any], Any]
+
+
+class Dispatcher:
+    def __init__(self, handlers: Mapping[int, RequestHandler]) -> None:
+        self.handlers = dict(handlers)
+
+    def __call__(self, request: RemotingCommand, connection: Any) -> Any:
+        handler = self.handlers.get(request.code)
+        if handler is None:
+            return request.response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
+            )
+        try:
+            codec = REQUEST_HEADERS.get(request.code)
+            header = codec.decode(request.ext_fields) if codec is not None else None
+            return handler(request, header, connection)
+        except CodecError as exc:
+            log.info("bad request {code} from {conn}: {error}", code=request.code, conn=connection, error=exc)
+            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))

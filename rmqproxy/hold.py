@@ -1,0 +1,139 @@
+"""The hold service: pulls that found nothing wait for a message or their own deadline.
+
+RocketMQ's broker sweeps held pulls on a 5 s tick, so a 15 s hold ends after 15-20 s. Here each
+held pull has its own timer (one ``callLater`` on the injected clock) and arrivals wake the pulls
+of their queue at once. Completion cases of a held pull, each ending it exactly once:
+
+A. arrival: a message for its queue at or past its offset whose tag hash matches its filter; the
+   read is re-run and answered if it finds something, else the pull keeps holding (same deadline);
+B. timeout: its deadline passed; the read is re-run once and answered, whatever it finds;
+C. disconnect: its connection closed; it is dropped silently (nobody to answer);
+D. shutdown: the server stops; the read is re-run and answered.
+
+A pull past ``max_held`` is not held: its caller answers at once. Held pulls are keyed by
+(topic, queue id); the table never keeps an entry for a queue with no held pull.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+
+WAKE_NONE = "none"
+WAKE_ARRIVAL = "arrival"
+WAKE_TIMEOUT = "timeout"
+WAKE_DISCONNECT = "disconnect"
+WAKE_SHUTDOWN = "shutdown"
+
+
+class HeldPull:
+    """One waiting pull. ``reread(wake, final)`` re-runs the read; it returns True when it answered
+    (always when ``final``), False to keep holding."""
+
+    __slots__ = ("id", "key", "offset", "matches", "conn", "reread", "deadline", "started", "timer", "done")
+
+    def __init__(
+        self,
+        key: tuple[str, int],
+        offset: int,
+        matches: Callable[[int], bool],
+        conn: Hashable,
+        reread: Callable[[str, bool], bool],
+        started: float,
+        deadline: float,
+    ) -> None:
+        self.id = 0
+        self.key = key
+        self.offset = offset
+        self.matches = matches
+        self.conn = conn
+        self.reread = reread
+        self.started = started
+        self.deadline = deadline
+        self.timer: IDelayedCall | None = None
+        self.done = False
+
+
+class HoldService:
+    def __init__(self, clock: IReactorTime, max_held: int = 100_000) -> None:
+        self.clock = clock
+        self.max_held = max_held
+        self._held: dict[tuple[str, int], dict[int, HeldPull]] = {}
+        self._by_conn: dict[Hashable, dict[int, HeldPull]] = {}
+        self._ids = itertools.count(1)
+        self.count = 0
+        self.wakeups: dict[str, int] = {}
+
+    def hold(self, pull: HeldPull) -> bool:
+        """Start holding ``pull`` until its deadline; False (not held) past ``max_held``."""
+        if self.count >= self.max_held:
+            return False
+        pull.id = next(self._ids)
+        self._held.setdefault(pull.key, {})[pull.id] = pull
+        self._by_conn.setdefault(pull.conn, {})[pull.id] = pull
+        self.count += 1
+        pull.timer = self.clock.callLater(max(0.0, pull.deadline - self.clock.seconds()), self._expire, pull)
+        return True
+
+    def held(self, key: tuple[str, int] | None = None) -> list[HeldPull]:
+        if key is not None:
+            return list(self._held.get(key, {}).values())
+        return [p for pulls in self._held.values() for p in pulls.values()]
+
+    def arrived(self, topic: str, queue_id: int, queue_offset: int, tags_code: int) -> None:
+        """A message became readable at ``queue_offset``: wake the pulls it can satisfy (case A)."""
+        pulls = self._held.get((topic, queue_id))
+        if not pulls:
+            return
+        for pull in list(pulls.values()):
+            if pull.done or pull.offset > queue_offset or not pull.matches(tags_code):
+                continue
+            if pull.reread(WAKE_ARRIVAL, False):
+                self._finish(pull, WAKE_ARRIVAL)
+
+    def _expire(self, pull: HeldPull) -> None:
+        pull.timer = None
+        if not pull.done:
+            self._finish(pull, WAKE_TIMEOUT)
+            pull.reread(WAKE_TIMEOUT, True)
+
+    def connection_closed(self, conn: Hashable) -> int:
+        """Drop every pull held for ``conn`` (case C); returns how many."""
+        pulls = self._by_conn.pop(conn, {})
+        for pull in list(pulls.values()):
+            self._finish(pull, WAKE_DISCONNECT)
+            pull.reread(WAKE_DISCONNECT, True)
+        return len(pulls)
+
+    def shutdown(self) -> None:
+        """Answer every held pull now (case D)."""
+        for pull in self.held():
+            self._finish(pull, WAKE_SHUTDOWN)
+            pull.reread(WAKE_SHUTDOWN, True)
+
+    def _finish(self, pull: HeldPull, wake: str) -> None:
+        pull.done = True
+        if pull.timer is not None and pull.timer.active():
+            pull.timer.cancel()
+        pull.timer = None
+        pulls = self._held.get(pull.key)
+        if pulls is not None and pulls.pop(pull.id, None) is not None:
+            self.count -= 1
+            if not pulls:
+                del self._held[pull.key]
+        by_conn = self._by_conn.get(pull.conn)
+        if by_conn is not None:
+            by_conn.pop(pull.id, None)
+            if not by_conn:
+                del self._by_conn[pull.conn]
+        self.wakeups[wake] = self.wakeups.get(wake, 0) + 1
+
+
+def always(_tags_code: int) -> bool:
+    return True
+
+
+__all__: list[Any] = ["HeldPull", "HoldService", "always"]

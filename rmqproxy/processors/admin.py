@@ -1,0 +1,204 @@
+"""What mqadmin and the client's admin calls need (PROTOCOL.md §4.9, §4.10): message views and
+queries, topic create/delete, topic and consume stats, runtime info, connections, and
+GET_CONSUMER_RUNNING_INFO forwarded to the consumer itself.
+"""
+
+from __future__ import annotations
+
+import time
+
+from twisted.internet import defer
+from twisted.python.failure import Failure
+
+from codec.bodies import (
+    Connection,
+    ConsumerConnection,
+    ConsumeStats,
+    GroupList,
+    KVTable,
+    MessageQueue,
+    OffsetWrapper,
+    TopicOffset,
+    TopicStatsTable,
+)
+from codec.codes import RequestCode, ResponseCode
+from codec.command import RemotingCommand
+from codec.headers import GetBrokerConfigResponseHeader, GetConsumerRunningInfoRequestHeader, QueryMessageResponseHeader
+
+from .. import __version__
+from ..clients import ClientRegistry
+from ..config import SETTINGS, Config
+from ..store import MessageStore
+from ..topics import TopicConfig, TopicTable, check_topic_name
+
+RUNNING_INFO_TIMEOUT_S = 10.0  # the reference broker waits 10 s for the client
+
+
+class AdminProcessor:
+    def __init__(self, config: Config, store: MessageStore, topics: TopicTable, clients: ClientRegistry) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self.clients = clients
+        self.started_ms = int(time.time() * 1000)
+
+    def view_message(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        record = self.store.read_record(header.offset)
+        if record is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {header.offset}")
+        return request.response(ResponseCode.SUCCESS, body=record)
+
+    def query_message(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        records = self.store.query_by_key(
+            header.topic, header.key, max(1, header.max_num), header.begin_timestamp, header.end_timestamp
+        )
+        ext = QueryMessageResponseHeader(
+            index_last_update_timestamp=int(time.time() * 1000),
+            index_last_update_phyoffset=self.store.max_physical_offset,
+        ).to_ext()
+        if not records:
+            return request.response(
+                ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", ext
+            )
+        return request.response(ResponseCode.SUCCESS, ext_fields=ext, body=b"".join(records))
+
+    def create_topic(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        problem = check_topic_name(header.topic)
+        if problem is not None:
+            return request.response(ResponseCode.SYSTEM_ERROR, problem)
+        if header.topic in self.topics.system_topics:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"The topic[{header.topic}] is conflict with system topic."
+            )
+        self.topics.put(
+            TopicConfig(header.topic, header.read_queue_nums, header.write_queue_nums, header.perm,
+                        header.topic_sys_flag or 0, bool(header.order))
+        )  # fmt: skip
+        return request.response(ResponseCode.SUCCESS)
+
+    def delete_topic(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        self.topics.delete(header.topic)
+        self.store.offsets.remove_topic(header.topic)
+        return request.response(ResponseCode.SUCCESS)
+
+    def topic_stats(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        topic = self.topics.get(header.topic)
+        if topic is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist")
+        table = {}
+        for queue_id in range(topic.write_queue_nums):
+            high = self.store.max_offset(header.topic, queue_id)
+            last = self.store.message_at(header.topic, queue_id, high - 1) if high > 0 else None
+            table[MessageQueue(header.topic, self.config.broker_name, queue_id)] = TopicOffset(
+                self.store.min_offset(header.topic, queue_id), high, last.store_timestamp if last else 0
+            )
+        return request.response(ResponseCode.SUCCESS, body=TopicStatsTable(table).to_json())
+
+    def consume_stats(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        group = header.consumer_group
+        if header.topic:
+            topic_names = [header.topic]
+        else:
+            subscribed = self.clients.consumer_group(group)
+            topic_names = sorted(
+                {t for (g, t, _q) in self.store.offsets.table() if g == group}
+                | set(subscribed.subscriptions if subscribed else ())
+            )
+        table = {}
+        for name in topic_names:
+            topic = self.topics.get(name)
+            if topic is None:
+                continue
+            for queue_id in range(topic.read_queue_nums):
+                committed = self.store.offsets.query(group, name, queue_id)
+                if committed is None and not header.topic:
+                    continue
+                committed = committed or 0
+                last = self.store.message_at(name, queue_id, committed - 1) if committed > 0 else None
+                table[MessageQueue(name, self.config.broker_name, queue_id)] = OffsetWrapper(
+                    self.store.max_offset(name, queue_id), committed, None, last.store_timestamp if last else 0
+                )
+        return request.response(ResponseCode.SUCCESS, body=ConsumeStats(table, 0.0).to_json())
+
+    def runtime_info(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        uptime_s = max(1.0, time.time() - self.started_ms / 1000)
+        put_tps = self.store.put_count / uptime_s
+        get_tps = self.store.get_count / uptime_s
+        earliest = self.store.look_message(self.store.min_physical_offset)
+        table = {
+            "brokerVersionDesc": "V4_9_8",
+            "brokerVersion": "409",
+            "rmqproxyVersion": __version__,
+            "bootTimestamp": str(self.started_ms),
+            "putTps": f"{put_tps:.4f} {put_tps:.4f} {put_tps:.4f}",
+            "getTransferedTps": f"{get_tps:.4f} {get_tps:.4f} {get_tps:.4f}",
+            "getFoundTps": f"{get_tps:.4f} {get_tps:.4f} {get_tps:.4f}",
+            "msgPutTotalTodayNow": str(self.store.put_count),
+            "msgGetTotalTodayNow": str(self.store.get_count),
+            "msgPutTotalTodayMorning": "0",
+            "msgGetTotalTodayMorning": "0",
+            "msgPutTotalYesterdayMorning": "0",
+            "msgGetTotalYesterdayMorning": "0",
+            "earliestMessageTimeStamp": str(earliest.store_timestamp if earliest else 0),
+            "commitLogMinOffset": str(self.store.min_physical_offset),
+            "commitLogMaxOffset": str(self.store.max_physical_offset),
+            "commitLogDiskRatio": f"{self.store.disk_ratio():.4f}",
+            "sendThreadPoolQueueSize": "0",
+            "sendThreadPoolQueueCapacity": "10000",
+            "pullThreadPoolQueueSize": "0",
+            "pullThreadPoolQueueCapacity": "100000",
+            "sendThreadPoolQueueHeadWaitTimeMills": "0",
+            "pullThreadPoolQueueHeadWaitTimeMills": "0",
+            "pageCacheLockTimeMills": "0",
+            "dispatchBehindBytes": "0",
+            "runtime": f"[ {int(uptime_s // 86400)} days, {int(uptime_s % 86400 // 3600)} hours ]",
+        }
+        return request.response(ResponseCode.SUCCESS, body=KVTable(table).to_json())
+
+    def broker_config(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        lines = [f"{s.key}={getattr(self.config, s.field)}" for s in SETTINGS]
+        ext = GetBrokerConfigResponseHeader(version=f"rmqproxy-{__version__}").to_ext()
+        return request.response(ResponseCode.SUCCESS, ext_fields=ext, body="\n".join(lines).encode())
+
+    def consumer_connections(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        group = self.clients.consumer_group(header.consumer_group)
+        if group is None or not group.members:
+            return request.response(
+                ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{header.consumer_group}] not online"
+            )
+        body = ConsumerConnection(
+            [Connection(i.client_id, i.remote, i.language, i.version) for i in group.members.values()],
+            dict(group.subscriptions), group.consume_type, group.message_model, group.consume_from_where,
+        )  # fmt: skip
+        return request.response(ResponseCode.SUCCESS, body=body.to_json())
+
+    def consumed_by(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        groups = set(self.clients.groups_subscribed_to(header.topic)) | self.store.offsets.groups_of(header.topic)
+        return request.response(ResponseCode.SUCCESS, body=GroupList(sorted(groups)).to_json())
+
+    def check_client_config(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        return request.response(ResponseCode.SUCCESS)
+
+    def consumer_running_info(self, request: RemotingCommand, header, conn) -> RemotingCommand | defer.Deferred:
+        target = self.clients.find(header.consumer_group, header.client_id)
+        if target is None or not target.connected:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"The Consumer <{header.consumer_group}> <{header.client_id}> not online"
+            )
+        forward = RemotingCommand(
+            code=RequestCode.GET_CONSUMER_RUNNING_INFO,
+            ext_fields=GetConsumerRunningInfoRequestHeader(
+                consumer_group=header.consumer_group, client_id=header.client_id,
+                jstack_enable=bool(header.jstack_enable),
+            ).to_ext(),
+        )  # fmt: skip
+
+        def relay(reply: RemotingCommand) -> RemotingCommand:
+            return request.response(reply.code, reply.remark, reply.ext_fields, reply.body)
+
+        def timed_out(failure: Failure) -> RemotingCommand:
+            return request.response(
+                ResponseCode.CONSUME_MSG_TIMEOUT, f"consumer <{header.client_id}> did not answer: {failure.value}"
+            )
+
+        return target.request(forward, RUNNING_INFO_TIMEOUT_S).addCallbacks(relay, timed_out)

@@ -1,0 +1,129 @@
+"""Clients and offsets: HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP, the consumer
+offset codes and the queue offset queries (PROTOCOL.md §4.4-4.6).
+
+Membership changes notify every remaining member of the group with NOTIFY_CONSUMER_IDS_CHANGED
+(oneway), so they rebalance at once instead of on their 20 s tick.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from twisted.internet.interfaces import IReactorTime
+
+from codec.bodies import GetConsumerListByGroupResponseBody, HeartbeatData
+from codec.codes import RequestCode, ResponseCode
+from codec.command import RemotingCommand
+from codec.headers import (
+    GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetResponseHeader,
+    GetMinOffsetResponseHeader,
+    NotifyConsumerIdsChangedRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    SearchOffsetResponseHeader,
+)
+
+from ..clients import ClientInfo, ClientRegistry
+from ..store import MessageStore
+from ..topics import TopicTable, retry_topic
+
+VERSION_3_0_7 = 24  # MQVersion.V3_0_7_SNAPSHOT ordinal: older clients cannot take notifications
+
+
+class ConsumerProcessor:
+    def __init__(
+        self,
+        store: MessageStore,
+        topics: TopicTable,
+        clients: ClientRegistry,
+        clock: IReactorTime,
+        on_membership_change: Callable[[str], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.topics = topics
+        self.clients = clients
+        self.clock = clock
+        self.on_membership_change = on_membership_change
+
+    # --- clients ----------------------------------------------------------------------------
+
+    def heartbeat(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        data = HeartbeatData.from_json(request.body)
+        conn.client_id = data.client_id or conn.client_id
+        conn.language = getattr(request.language, "name", str(request.language))
+        conn.version = request.version
+        info = ClientInfo(conn.client_id, conn.language, conn.version, conn.remote, int(self.clock.seconds() * 1000))
+        conn.last_heartbeat = self.clock.seconds()
+        for consumer in data.consumer_data_set:
+            if consumer.group_name and consumer.message_model != "BROADCASTING":
+                self.topics.ensure(retry_topic(consumer.group_name))
+        for group in self.clients.heartbeat(conn, info, data):
+            self.notify_group(group)
+        return request.response(ResponseCode.SUCCESS)
+
+    def unregister(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        for group in self.clients.unregister(conn, header.producer_group, header.consumer_group):
+            self.notify_group(group)
+        return request.response(ResponseCode.SUCCESS)
+
+    def connection_closed(self, conn) -> None:
+        for group in self.clients.connection_closed(conn):
+            self.notify_group(group)
+
+    def notify_group(self, group: str) -> None:
+        """Tell every member of ``group`` that its membership changed."""
+        notice = RemotingCommand(
+            code=RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+            ext_fields=NotifyConsumerIdsChangedRequestHeader(consumer_group=group).to_ext(),
+        )
+        for member in self.clients.member_connections(group):
+            if member.version >= VERSION_3_0_7 or member.version == 0:
+                member.send_oneway(notice)
+        if self.on_membership_change is not None:
+            self.on_membership_change(group)
+
+    def consumer_list(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        group = self.clients.consumer_group(header.consumer_group)
+        ids = group.client_ids() if group is not None else []
+        if not ids:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {header.consumer_group}")
+        return request.response(
+            ResponseCode.SUCCESS, ext_fields={}, body=GetConsumerListByGroupResponseBody(ids).to_json()
+        )
+
+    # --- offsets ----------------------------------------------------------------------------
+
+    def query_offset(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        offset = self.store.offsets.query(header.consumer_group, header.topic, header.queue_id)
+        if offset is None:
+            # 4.9.8: a group new to a queue that still starts at 0 gets 0; 5.x can ask for "none".
+            if header.set_zero_if_not_found is not False and self.store.min_offset(header.topic, header.queue_id) <= 0:
+                offset = 0
+            else:
+                return request.response(
+                    ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+                )
+        ext = QueryConsumerOffsetResponseHeader(offset=offset).to_ext()
+        return request.response(ResponseCode.SUCCESS, ext_fields=ext)
+
+    def update_offset(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        self.store.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+        return request.response(ResponseCode.SUCCESS)
+
+    def max_offset(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        offset = self.store.max_offset(header.topic, header.queue_id)
+        return request.response(ResponseCode.SUCCESS, ext_fields=GetMaxOffsetResponseHeader(offset=offset).to_ext())
+
+    def min_offset(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        offset = self.store.min_offset(header.topic, header.queue_id)
+        return request.response(ResponseCode.SUCCESS, ext_fields=GetMinOffsetResponseHeader(offset=offset).to_ext())
+
+    def earliest_time(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        when = self.store.earliest_message_time(header.topic, header.queue_id) or 0
+        return request.response(
+            ResponseCode.SUCCESS, ext_fields=GetEarliestMsgStoretimeResponseHeader(timestamp=when).to_ext()
+        )
+
+    def search_offset(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        offset = self.store.search_offset_by_timestamp(header.topic, header.queue_id, header.timestamp)
+        return request.response(ResponseCode.SUCCESS, ext_fields=SearchOffsetResponseHeader(offset=offset).to_ext())

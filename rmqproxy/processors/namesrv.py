@@ -1,0 +1,71 @@
+"""Name-server role: routes, cluster info, topic lists, KV config (PROTOCOL.md §4.1, §8).
+
+One process plays both roles, so every route names this broker, at the advertised address.
+"""
+
+from __future__ import annotations
+
+from codec.bodies import BrokerData, ClusterInfo, QueueData, TopicList, TopicRouteData
+from codec.codes import ResponseCode
+from codec.command import RemotingCommand
+
+from ..config import Config
+from ..topics import TopicTable
+
+# MQVersion ordinal of 4.9.4: clients from here on (and any asking acceptStandardJsonOnly) get
+# standard JSON routes; older ones, and Go (version 317), get fastjson's unquoted broker ids.
+STANDARD_JSON_ROUTES_SINCE = 401
+
+
+class NameServer:
+    def __init__(self, config: Config, topics: TopicTable) -> None:
+        self.config = config
+        self.topics = topics
+
+    def _broker_data(self) -> BrokerData:
+        return BrokerData(self.config.cluster_name, self.config.broker_name, {0: self.config.advertised_address})
+
+    def route(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        topic = self.topics.get(header.topic)
+        if topic is None:
+            return request.response(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"No topic route info in name server for the topic: {header.topic}\n"
+                "See http://rocketmq.apache.org/docs/faq/ for further details.",
+            )
+        route = TopicRouteData(
+            queue_datas=[
+                QueueData(self.config.broker_name, topic.read_queue_nums, topic.write_queue_nums, topic.perm,
+                          topic.topic_sys_flag)
+            ],
+            broker_datas=[self._broker_data()],
+            filter_server_table={},
+        )  # fmt: skip
+        standard = request.version >= STANDARD_JSON_ROUTES_SINCE or bool(header.accept_standard_json_only)
+        return request.response(ResponseCode.SUCCESS, body=route.to_json(standard=standard))
+
+    def cluster_info(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        info = ClusterInfo(
+            {self.config.broker_name: self._broker_data()}, {self.config.cluster_name: [self.config.broker_name]}
+        )
+        return request.response(ResponseCode.SUCCESS, body=info.to_json())
+
+    def all_topics(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        return request.response(ResponseCode.SUCCESS, body=TopicList(sorted(self.topics.topics)).to_json())
+
+    def topics_by_cluster(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        names = sorted(self.topics.topics) if header.cluster == self.config.cluster_name else []
+        return request.response(ResponseCode.SUCCESS, body=TopicList(names).to_json())
+
+    def system_topics(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        body = TopicList(sorted(self.topics.system_topics), self.config.advertised_address)
+        return request.response(ResponseCode.SUCCESS, body=body.to_json())
+
+    def kv_config(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        return request.response(
+            ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {header.namespace} Key: {header.key}"
+        )
+
+    def delete_topic(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        self.topics.delete(header.topic)
+        return request.response(ResponseCode.SUCCESS)

@@ -1,0 +1,193 @@
+"""PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361): PROTOCOL.md §4.3, §5, §7.
+
+Pre-checks in the 4.9.8 order, the subscription (the request's with the SUBSCRIPTION flag, else
+the one registered by heartbeat), a store read, and the status → response-code table below. A
+first pass with the SUSPEND flag whose answer would be PULL_NOT_FOUND — or NO_MATCHED_MESSAGE
+with the scan at the queue's end, which the reference answers PULL_RETRY_IMMEDIATELY only for
+the client to come straight back and be held — is held by the hold service instead. Every answer
+carries all four header fields; SUCCESS always has a body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
+
+from codec.bodies import build_subscription
+from codec.codes import ResponseCode
+from codec.command import RemotingCommand
+from codec.headers import PullMessageResponseHeader
+
+from ..clients import ClientRegistry
+from ..config import Config
+from ..hold import WAKE_DISCONNECT, WAKE_NONE, HeldPull, HoldService
+from ..store import GetResult, GetStatus, MessageStore, TagFilter
+from ..topics import TopicTable
+
+SYSFLAG_COMMIT_OFFSET = 0x1
+SYSFLAG_SUSPEND = 0x2
+SYSFLAG_SUBSCRIPTION = 0x4
+SYSFLAG_CLASS_FILTER = 0x8
+
+_STATUS_CODES: dict[GetStatus, int] = {
+    GetStatus.FOUND: ResponseCode.SUCCESS,
+    GetStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+def response_code(status: GetStatus, requested_offset: int) -> int:
+    """``PullMessageProcessor``'s switch as a table; an empty or missing queue is NOT_FOUND at
+    offset 0 and OFFSET_MOVED elsewhere."""
+    if status in (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE):
+        return ResponseCode.PULL_NOT_FOUND if requested_offset == 0 else ResponseCode.PULL_OFFSET_MOVED
+    return _STATUS_CODES[status]
+
+
+def pull_response(request: RemotingCommand, result: GetResult, requested_offset: int) -> RemotingCommand:
+    header = PullMessageResponseHeader(
+        suggest_which_broker_id=0,
+        next_begin_offset=result.next_begin_offset,
+        min_offset=result.min_offset,
+        max_offset=result.max_offset,
+    )
+    code = response_code(result.status, requested_offset)
+    body = result.body if code == ResponseCode.SUCCESS else b""
+    return request.response(code, result.status.value, header.to_ext(), body)
+
+
+class PullProcessor:
+    def __init__(
+        self,
+        config: Config,
+        store: MessageStore,
+        topics: TopicTable,
+        clients: ClientRegistry,
+        holds: HoldService,
+        clock: IReactorTime,
+        on_complete: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self.clients = clients
+        self.holds = holds
+        self.clock = clock
+        self.on_complete = on_complete
+
+    def pull(self, request: RemotingCommand, header, conn) -> RemotingCommand | defer.Deferred:
+        arrived = self.clock.seconds()
+        topic = self.topics.get(header.topic)
+        if topic is None:
+            return request.response(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist, apply first please!"
+            )
+        if not topic.readable:
+            return request.response(
+                ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] pulling message is forbidden"
+            )
+        if not 0 <= header.queue_id < topic.read_queue_nums:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] topicConfig.readQueueNums:"
+                f"[{topic.read_queue_nums}] consumer:[{conn.remote}]",
+            )
+        sys_flag = header.sys_flag
+        if sys_flag & SYSFLAG_SUBSCRIPTION:
+            if (header.expression_type or "TAG") != "TAG":
+                return request.response(
+                    ResponseCode.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92"
+                )
+            subscription = build_subscription(header.topic, header.subscription, header.sub_version)
+        else:
+            group = self.clients.consumer_group(header.consumer_group)
+            if group is None:
+                return request.response(
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                    f"the consumer's group info not exist, group: {header.consumer_group}",
+                )
+            subscription = group.subscriptions.get(header.topic)
+            if subscription is None:
+                return request.response(
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist, topic: {header.topic}"
+                )
+            if (subscription.sub_version or 0) < header.sub_version:
+                return request.response(
+                    ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
+                )
+            if (subscription.expression_type or "TAG") != "TAG":
+                return request.response(
+                    ResponseCode.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92"
+                )
+        codes = subscription.code_set
+        tag_filter = None
+        if not (sys_flag & SYSFLAG_CLASS_FILTER or subscription.class_filter_mode or subscription.sub_string == "*"):
+            tag_filter = TagFilter(frozenset(codes))
+
+        def read(offset: int) -> GetResult:
+            return self.store.get_message(
+                header.consumer_group, header.topic, header.queue_id, offset, header.max_msg_nums, tag_filter,
+                header.max_msg_bytes,
+            )  # fmt: skip
+
+        result = read(header.queue_offset)
+        if sys_flag & SYSFLAG_COMMIT_OFFSET and header.commit_offset >= 0:
+            self.store.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+
+        holdable = response_code(result.status, header.queue_offset) == ResponseCode.PULL_NOT_FOUND or (
+            result.status == GetStatus.NO_MATCHED_MESSAGE and result.next_begin_offset >= result.max_offset
+        )
+        if holdable and sys_flag & SYSFLAG_SUSPEND:
+            held = self._hold(request, header, conn, read, result, tag_filter, arrived)
+            if held is not None:
+                return held
+        response = pull_response(request, result, header.queue_offset)
+        self._completed(header, conn, arrived, None, WAKE_NONE, response)
+        return response
+
+    def _hold(self, request, header, conn, read, first: GetResult, tag_filter, arrived: float):
+        """Hold the pull until something matching arrives or its deadline; None if not held."""
+        if self.config.long_polling:
+            timeout_s = max(0, header.suspend_timeout_millis) / 1000
+        else:
+            timeout_s = self.config.short_polling_ms / 1000
+        resume_at = first.next_begin_offset if first.status == GetStatus.NO_MATCHED_MESSAGE else header.queue_offset
+        d: defer.Deferred = defer.Deferred()
+        pull: HeldPull
+
+        def reread(wake: str, final: bool) -> bool:
+            if wake == WAKE_DISCONNECT:
+                self._completed(header, conn, arrived, pull, wake, None)
+                return True
+            result = read(resume_at)
+            if result.status != GetStatus.FOUND and not final:
+                return False
+            requested = header.queue_offset if result.status != GetStatus.FOUND else resume_at
+            response = pull_response(request, result, requested)
+            self._completed(header, conn, arrived, pull, wake, response)
+            d.callback(response)
+            return True
+
+        matches = tag_filter.matches_tags_code if tag_filter is not None else (lambda code: True)
+        pull = HeldPull(
+            (header.topic, header.queue_id), resume_at, matches, conn, reread, arrived, arrived + timeout_s
+        )
+        if not self.holds.hold(pull):
+            return None
+        return d
+
+    def _completed(self, header, conn, arrived: float, pull: HeldPull | None, wake: str, response) -> None:
+        if self.on_complete is None:
+            return
+        self.on_complete({
+            "header": header, "conn": conn, "arrived": arrived, "held": pull is not None,
+            "hold_started": pull.started if pull is not None else arrived, "wake": wake, "response": response,
+            "done": self.clock.seconds(), "mode": "long" if self.config.long_polling else "short",
+        })  # fmt: skip

@@ -1,0 +1,139 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320): PROTOCOL.md §4.2.
+
+Checks as the 4.9.8 broker makes them (topic name, auto-create through TBW102, queue id, body
+size), stores with the broker's properties (``CLUSTER`` added, ``WAIT`` dropped), sends a retry
+message that used up its reconsume times to the group's DLQ, and answers with the offset message
+ids, first queue offset, ``MSG_REGION`` and ``TRACE_ON`` (the Java client reads ``MSG_REGION``
+without a null check).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from twisted.internet import defer
+
+from codec.codes import ResponseCode
+from codec.command import RemotingCommand
+from codec.errors import MessageError
+from codec.headers import SendMessageResponseHeader
+from codec.message import BatchItem, HostPort, Message, decode_batch, string_to_properties
+
+from ..config import Config
+from ..store import MessageStore, PutResult, PutStatus
+from ..topics import DLQ_PREFIX, RETRY_PREFIX, TopicTable, check_topic_name, dlq_topic
+
+DEFAULT_MAX_RECONSUME_TIMES = 16
+SEND_RESPONSE_EXTRAS = {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
+
+_PUT_STATUS_CODES = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.CREATE_MAPPED_FILE_FAILED: ResponseCode.SYSTEM_ERROR,
+    PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+}
+
+
+def born_host(remote: str) -> HostPort:
+    try:
+        return HostPort.parse(remote)
+    except MessageError:
+        return HostPort("0.0.0.0", 0)
+
+
+def answer_put(request: RemotingCommand, result: PutResult) -> RemotingCommand:
+    """The send response for a store result (also used for send-back)."""
+    code = _PUT_STATUS_CODES[result.status]
+    if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT):
+        return request.response(code, f"{result.status.name}: {result.remark}".rstrip(": "))
+    first = result.messages[0]
+    header = SendMessageResponseHeader(
+        msg_id=",".join(result.msg_ids), queue_id=first.queue_id, queue_offset=first.queue_offset
+    )
+    return request.response(code, ext_fields=header.to_ext(SEND_RESPONSE_EXTRAS))
+
+
+class SendProcessor:
+    def __init__(self, config: Config, store: MessageStore, topics: TopicTable) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self._round_robin = itertools.count()
+
+    def send(self, request: RemotingCommand, header, conn) -> RemotingCommand | defer.Deferred:
+        problem = check_topic_name(header.topic)
+        if problem is not None:
+            return request.response(ResponseCode.SYSTEM_ERROR, problem)
+        topic = self.topics.get(header.topic)
+        if topic is None:
+            topic = self.topics.create_on_send(
+                header.topic, header.default_topic or "", header.default_topic_queue_nums or 4
+            )
+            if topic is None:
+                return request.response(
+                    ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist, apply first please!"
+                )
+        if not topic.writable:
+            return request.response(ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] sending is forbidden")
+        queue_id = header.queue_id
+        if queue_id < 0:
+            queue_id = next(self._round_robin) % max(1, topic.write_queue_nums)
+        elif queue_id >= topic.queue_count:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"request queueId[{queue_id}] is illegal, topic: {header.topic}"
+            )
+        properties = string_to_properties(header.properties or "")
+        properties.pop("WAIT", None)
+        properties["CLUSTER"] = self.config.cluster_name
+        topic_name = header.topic
+        if topic_name.startswith(RETRY_PREFIX) and not header.batch:
+            max_times = header.max_reconsume_times
+            if max_times is None:
+                max_times = DEFAULT_MAX_RECONSUME_TIMES
+            if (header.reconsume_times or 0) >= max_times:
+                topic_name = dlq_topic(topic_name[len(RETRY_PREFIX):])
+                self.topics.ensure(topic_name)
+                queue_id = 0
+                properties.pop("DELAY", None)
+        born = born_host(conn.remote)
+
+        def message(body: bytes, props: dict[str, str], flag: int) -> Message:
+            return Message(
+                topic_name, body, props, queue_id=queue_id, flag=flag, sys_flag=header.sys_flag,
+                born_timestamp=header.born_timestamp, born_host=born, reconsume_times=header.reconsume_times or 0,
+            )  # fmt: skip
+
+        if header.batch or request.code == 320:
+            if topic_name.startswith((RETRY_PREFIX, DLQ_PREFIX)):
+                return request.response(ResponseCode.MESSAGE_ILLEGAL, "batch message is not supported for retry topics")
+            items: list[BatchItem] = decode_batch(request.body)
+            if not items:
+                return request.response(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
+            msgs = []
+            for item in items:
+                props = dict(item.properties)
+                props.pop("WAIT", None)
+                for key, value in properties.items():
+                    props.setdefault(key, value)  # an item's own properties win (apache/rocketmq#9416)
+                if "DELAY" in props:
+                    return request.response(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed")
+                msgs.append(message(item.body, props, item.flag))
+            if any(len(m.body) > self.config.max_message_size for m in msgs):
+                return self._too_large(request)
+            ticket = self.store.put_batch(msgs)
+        else:
+            if len(request.body) > self.config.max_message_size:
+                return self._too_large(request)
+            ticket = self.store.put(message(request.body, properties, header.flag))
+        if ticket.done:
+            return answer_put(request, ticket.result)
+        d: defer.Deferred = defer.Deferred()
+        ticket.add_done_callback(lambda result: d.callback(answer_put(request, result)))
+        return d
+
+    def _too_large(self, request: RemotingCommand) -> RemotingCommand:
+        return request.response(
+            ResponseCode.MESSAGE_ILLEGAL, f"the message body size over max value, MAX: {self.config.max_message_size}"
+        )

@@ -1,0 +1,64 @@
+"""CONSUMER_SEND_MSG_BACK (36): a consumer gives a message back for a later retry (§4.7).
+
+The original is looked up by its physical offset and stored again in ``%RETRY%<group>`` through
+a delay level (``delayLevel`` or, when 0, 3 + reconsumeTimes), or in ``%DLQ%<group>`` once its
+reconsume times reach the maximum (or ``delayLevel`` < 0). Each copy counts one more reconsume
+and keeps the first id in ``ORIGIN_MESSAGE_ID`` and the real topic in ``RETRY_TOPIC``.
+"""
+
+from __future__ import annotations
+
+from twisted.internet import defer
+
+from codec.codes import ResponseCode
+from codec.command import RemotingCommand
+from codec.message import Message
+
+from ..store import MessageStore, PutResult
+from ..topics import TopicTable, dlq_topic, retry_topic
+from .send import DEFAULT_MAX_RECONSUME_TIMES
+
+
+def _answer(request: RemotingCommand, result: PutResult) -> RemotingCommand:
+    if result.ok:
+        return request.response(ResponseCode.SUCCESS)
+    return request.response(ResponseCode.SYSTEM_ERROR, f"{result.status.name}: {result.remark}")
+
+
+class SendBackProcessor:
+    def __init__(self, store: MessageStore, topics: TopicTable) -> None:
+        self.store = store
+        self.topics = topics
+
+    def send_back(self, request: RemotingCommand, header, conn) -> RemotingCommand | defer.Deferred:
+        retry = retry_topic(header.group)
+        self.topics.ensure(retry)
+        original = self.store.look_message(header.offset)
+        if original is None:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}")
+        props = dict(original.properties)
+        props.setdefault("RETRY_TOPIC", original.topic)
+        if not props.get("ORIGIN_MESSAGE_ID"):
+            props["ORIGIN_MESSAGE_ID"] = header.origin_msg_id or original.offset_msg_id
+        props.pop("DELAY", None)
+        max_times = header.max_reconsume_times
+        if max_times is None:
+            max_times = DEFAULT_MAX_RECONSUME_TIMES
+        delay = header.delay_level
+        topic = retry
+        if original.reconsume_times >= max_times or delay < 0:
+            topic = dlq_topic(header.group)
+            self.topics.ensure(topic)
+        else:
+            props["DELAY"] = str(delay if delay > 0 else 3 + original.reconsume_times)
+        msg = Message(
+            topic, original.body, props, queue_id=0, flag=original.flag, sys_flag=original.sys_flag & ~0x30,
+            born_timestamp=original.born_timestamp, born_host=original.born_host,
+            reconsume_times=original.reconsume_times + 1,
+        )  # fmt: skip
+        ticket = self.store.put(msg)
+        if ticket.done:
+            return _answer(request, ticket.result)
+        d: defer.Deferred = defer.Deferred()
+        ticket.add_done_callback(lambda result: d.callback(_answer(request, result)))
+        return d

@@ -1,0 +1,164 @@
+"""The composition root: builds the store, tables, services and processors, wires them, and
+starts the listeners. Nothing else constructs these objects (DESIGN.md, module map)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet import task
+from twisted.internet.interfaces import IListeningPort
+from twisted.internet.protocol import Factory
+from twisted.logger import Logger
+
+from codec.codes import RequestCode as C
+from codec.message import HostPort
+
+from .clients import ClientRegistry
+from .config import Config
+from .dispatch import Dispatcher
+from .hold import HoldService
+from .processors.admin import AdminProcessor
+from .processors.consumer import ConsumerProcessor
+from .processors.namesrv import NameServer
+from .processors.pull import PullProcessor
+from .processors.send import SendProcessor
+from .processors.sendback import SendBackProcessor
+from .store import MessageStore, StoreConfig
+from .topics import TopicTable
+from .transport import Connection
+
+log = Logger()
+
+
+class _Factory(Factory):
+    def __init__(self, server: Server) -> None:
+        self.server = server
+
+    def buildProtocol(self, addr: Any) -> Connection:
+        return Connection(
+            self.server.dispatcher,
+            self.server.reactor,
+            max_frame_bytes=self.server.config.max_frame_size,
+            on_close=self.server.connection_closed,
+        )
+
+
+class Server:
+    def __init__(self, config: Config, reactor: Any) -> None:
+        self.config = config
+        self.reactor = reactor
+        host, port = config.advertised_address.rsplit(":", 1)
+        self.store = MessageStore(
+            config.store_dir,
+            StoreConfig(
+                flush_disk_type=config.flush_disk_type,
+                mapped_file_size_commit_log=config.commit_log_segment_size,
+                max_message_size=config.max_message_size,
+                file_reserved_time_hours=config.file_reserved_time_hours,
+                message_delay_level=config.message_delay_level,
+                store_host=HostPort(host, int(port)),
+            ),
+            post=reactor.callFromThread,
+        )
+        self.topics = TopicTable(
+            config.store_dir / "config" / "topics.json",
+            cluster=config.cluster_name,
+            broker=config.broker_name,
+            auto_create=config.auto_create_topic,
+            default_queues=config.default_topic_queue_nums,
+        )
+        self.clients = ClientRegistry()
+        self.holds = HoldService(reactor, config.max_held_pulls)
+        self.store.add_arrival_listener(
+            lambda a: self.holds.arrived(a.topic, a.queue_id, a.queue_offset, a.tags_code)
+        )
+        names = NameServer(config, self.topics)
+        send = SendProcessor(config, self.store, self.topics)
+        self.pulls = PullProcessor(config, self.store, self.topics, self.clients, self.holds, reactor)
+        self.consumers = ConsumerProcessor(self.store, self.topics, self.clients, reactor)
+        sendback = SendBackProcessor(self.store, self.topics)
+        admin = AdminProcessor(config, self.store, self.topics, self.clients)
+        self.dispatcher = Dispatcher({
+            C.GET_ROUTEINFO_BY_TOPIC: names.route,
+            C.GET_BROKER_CLUSTER_INFO: names.cluster_info,
+            C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: names.all_topics,
+            C.GET_TOPICS_BY_CLUSTER: names.topics_by_cluster,
+            C.GET_SYSTEM_TOPIC_LIST_FROM_NS: names.system_topics,
+            C.GET_KV_CONFIG: names.kv_config,
+            C.DELETE_TOPIC_IN_NAMESRV: names.delete_topic,
+            C.SEND_MESSAGE: send.send,
+            C.SEND_MESSAGE_V2: send.send,
+            C.SEND_BATCH_MESSAGE: send.send,
+            C.PULL_MESSAGE: self.pulls.pull,
+            C.LITE_PULL_MESSAGE: self.pulls.pull,
+            C.HEART_BEAT: self.consumers.heartbeat,
+            C.UNREGISTER_CLIENT: self.consumers.unregister,
+            C.GET_CONSUMER_LIST_BY_GROUP: self.consumers.consumer_list,
+            C.QUERY_CONSUMER_OFFSET: self.consumers.query_offset,
+            C.UPDATE_CONSUMER_OFFSET: self.consumers.update_offset,
+            C.GET_MAX_OFFSET: self.consumers.max_offset,
+            C.GET_MIN_OFFSET: self.consumers.min_offset,
+            C.GET_EARLIEST_MSG_STORETIME: self.consumers.earliest_time,
+            C.SEARCH_OFFSET_BY_TIMESTAMP: self.consumers.search_offset,
+            C.CONSUMER_SEND_MSG_BACK: sendback.send_back,
+            C.VIEW_MESSAGE_BY_ID: admin.view_message,
+            C.QUERY_MESSAGE: admin.query_message,
+            C.UPDATE_AND_CREATE_TOPIC: admin.create_topic,
+            C.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
+            C.GET_TOPIC_STATS_INFO: admin.topic_stats,
+            C.GET_CONSUME_STATS: admin.consume_stats,
+            C.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
+            C.GET_BROKER_CONFIG: admin.broker_config,
+            C.GET_CONSUMER_CONNECTION_LIST: admin.consumer_connections,
+            C.QUERY_TOPIC_CONSUME_BY_WHO: admin.consumed_by,
+            C.CHECK_CLIENT_CONFIG: admin.check_client_config,
+            C.GET_CONSUMER_RUNNING_INFO: admin.consumer_running_info,
+        })  # fmt: skip
+        self.ports: list[IListeningPort] = []
+        self._loops: list[task.LoopingCall] = []
+
+    def start(self) -> None:
+        self.store.start()
+        factory = _Factory(self)
+        ports = [self.config.listen_port]
+        if self.config.broker_listen_port:
+            ports.append(self.config.broker_listen_port)
+        for port in ports:
+            self.ports.append(self.reactor.listenTCP(port, factory, interface=self.config.bind_address))
+        for interval, fn in ((0.1, self.store.deliver_due), (600.0, self.store.delete_expired),
+                             (10.0, self._expire_idle_clients)):  # fmt: skip
+            loop = task.LoopingCall(fn)
+            loop.clock = self.reactor
+            loop.start(interval, now=False).addErrback(lambda f: log.failure("periodic task failed", f))
+            self._loops.append(loop)
+        addresses = ", ".join(f"{self.config.bind_address}:{p.getHost().port}" for p in self.ports)
+        log.info(
+            "rmqproxy listening on {addresses} (name server and broker; routes advertise {advertised}), "
+            "store {store} ({flush})",
+            addresses=addresses, advertised=self.config.advertised_address, store=self.config.store_dir,
+            flush=self.config.flush_disk_type,
+        )  # fmt: skip
+
+    def connection_closed(self, conn: Connection) -> None:
+        self.holds.connection_closed(conn)
+        self.consumers.connection_closed(conn)
+
+    def _expire_idle_clients(self) -> None:
+        now = self.reactor.seconds()
+        limit = self.config.channel_expired_ms / 1000
+        for conn, _info in list(self.clients.all_connections()):
+            last = getattr(conn, "last_heartbeat", None)
+            if last is not None and now - last > limit:
+                log.info("closing {conn}: no heartbeat for {limit} s", conn=conn, limit=limit)
+                conn.close()
+
+    def stop(self) -> None:
+        """Answer held pulls, stop listening, flush and close the store."""
+        for loop in self._loops:
+            if loop.running:
+                loop.stop()
+        self.holds.shutdown()
+        for port in self.ports:
+            port.stopListening()
+        self.store.shutdown()
+        log.info("rmqproxy stopped; store flushed")

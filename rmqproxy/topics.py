@@ -1,0 +1,128 @@
+"""Topic configurations: queue counts and permissions, what routes advertise and sends obey.
+
+Persisted as ``<store>/config/topics.json`` (atomic replace). Built in, as a RocketMQ broker
+has them: ``TBW102`` (the auto-create template, perm 7 = readable, writable, inheritable while
+auto-create is on), ``SCHEDULE_TOPIC_XXXX``, ``SELF_TEST_TOPIC``, ``OFFSET_MOVED_EVENT`` and
+topics named after the cluster and the broker. Retry and DLQ topics get 1 queue, perm 6.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+from .store.delay import SCHEDULE_TOPIC
+from .store.files import read_json, write_json_atomic
+
+PERM_PRIORITY = 8
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_INHERIT = 1
+
+AUTO_CREATE_TOPIC = "TBW102"
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+MAX_TOPIC_LENGTH = 127
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicConfig:
+    name: str
+    read_queue_nums: int = 8
+    write_queue_nums: int = 8
+    perm: int = PERM_READ | PERM_WRITE
+    topic_sys_flag: int = 0
+    order: bool = False
+
+    @property
+    def readable(self) -> bool:
+        return bool(self.perm & PERM_READ)
+
+    @property
+    def writable(self) -> bool:
+        return bool(self.perm & PERM_WRITE)
+
+    @property
+    def queue_count(self) -> int:
+        return max(self.read_queue_nums, self.write_queue_nums)
+
+
+def check_topic_name(topic: str) -> str | None:
+    """Why ``topic`` is not a valid name, or None (``TopicValidator`` of 4.9.8)."""
+    if not topic:
+        return "the specified topic is blank"
+    if len(topic) > MAX_TOPIC_LENGTH:
+        return f"the specified topic is longer than topic max length {MAX_TOPIC_LENGTH}"
+    if not TOPIC_PATTERN.match(topic):
+        return f"the specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    return None
+
+
+class TopicTable:
+    """All topics of this broker; every change is persisted at once."""
+
+    def __init__(self, path: Path, *, cluster: str, broker: str, auto_create: bool, default_queues: int) -> None:
+        self.path = path
+        self.auto_create = auto_create
+        self.topics: dict[str, TopicConfig] = {}
+        for name, data in read_json(path, {}).items():
+            self.topics[name] = TopicConfig(name, **data)
+        template_perm = PERM_READ | PERM_WRITE | (PERM_INHERIT if auto_create else 0)
+        builtin = [
+            TopicConfig(AUTO_CREATE_TOPIC, default_queues, default_queues, template_perm),
+            TopicConfig(SCHEDULE_TOPIC, 18, 18),
+            TopicConfig("SELF_TEST_TOPIC", 1, 1),
+            TopicConfig("OFFSET_MOVED_EVENT", 1, 1),
+            TopicConfig(cluster, 16, 16, PERM_READ | PERM_WRITE | PERM_INHERIT),
+            TopicConfig(broker, 1, 1, PERM_READ | PERM_WRITE | PERM_INHERIT),
+        ]
+        for config in builtin:
+            self.topics[config.name] = config
+        self.system_topics = {c.name for c in builtin}
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.topics.get(topic)
+
+    def put(self, config: TopicConfig) -> TopicConfig:
+        self.topics[config.name] = config
+        self._save()
+        return config
+
+    def delete(self, topic: str) -> bool:
+        if topic in self.system_topics or self.topics.pop(topic, None) is None:
+            return False
+        self._save()
+        return True
+
+    def create_on_send(self, topic: str, default_topic: str, requested_queues: int) -> TopicConfig | None:
+        """Auto-create ``topic`` from its default topic, as the first send of a Java producer
+        expects: queues = min(requested, template write queues), perm = template perm minus
+        INHERIT. None when the template does not allow it (auto-create off)."""
+        template = self.topics.get(default_topic)
+        if template is None or not template.perm & PERM_INHERIT or default_topic in (topic,):
+            return None
+        queues = max(1, min(requested_queues, template.write_queue_nums))
+        return self.put(TopicConfig(topic, queues, queues, template.perm & ~PERM_INHERIT))
+
+    def ensure(self, topic: str, queues: int = 1, perm: int = PERM_READ | PERM_WRITE) -> TopicConfig:
+        """The topic, created with ``queues`` queues if missing (retry and DLQ topics)."""
+        config = self.topics.get(topic)
+        return config if config is not None else self.put(TopicConfig(topic, queues, queues, perm))
+
+    def _save(self) -> None:
+        data = {
+            name: {k: v for k, v in dataclasses.asdict(c).items() if k != "name"}
+            for name, c in self.topics.items()
+            if name not in self.system_topics
+        }
+        write_json_atomic(self.path, data)
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_PREFIX + group

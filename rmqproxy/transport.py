@@ -1,0 +1,171 @@
+"""The Twisted ``Protocol`` for one client connection: bytes in, commands to dispatch, replies out.
+
+A thin adapter over the sans-IO codec. Invariants:
+- The frame cap is checked from the length prefix (``FrameDecoder``); an oversized, impossible or
+  undecodable frame closes the connection with a log line, as Java's ``NettyDecoder`` does — the
+  byte stream can no longer be trusted. Nothing a peer sends raises out of ``dataReceived``.
+- Requests go to ``handler(command, connection)``; its result (a command, a Deferred of one, or
+  None) is written back unless the request was oneway or the connection has gone.
+- The server's own requests (NOTIFY_CONSUMER_IDS_CHANGED, GET_CONSUMER_RUNNING_INFO) use this
+  connection's opaque counter; responses are matched by opaque and time out on the given clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
+from twisted.internet.protocol import Protocol
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from codec.codes import FLAG_ONEWAY, code_name
+from codec.command import RemotingCommand
+from codec.errors import CodecError
+from codec.frame import FrameDecoder
+
+log = Logger()
+
+Handler = Callable[[RemotingCommand, "Connection"], Any]
+
+_ids = itertools.count(1)
+
+
+class RequestTimeout(Exception):
+    """A peer did not answer our request in time."""
+
+
+class Connection(Protocol):
+    """One peer. ``client_id`` is filled in by its first heartbeat."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        clock: IReactorTime,
+        *,
+        max_frame_bytes: int,
+        on_close: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self.id = next(_ids)
+        self.handler = handler
+        self.clock = clock
+        self.decoder = FrameDecoder(max_frame_bytes)
+        self.on_close = on_close
+        self.remote = "unknown"
+        self.client_id = ""
+        self.language = "JAVA"
+        self.version = 0
+        self.connected = False
+        self._opaque = itertools.count(1)
+        self._pending: dict[int, tuple[defer.Deferred, Any]] = {}
+
+    def __repr__(self) -> str:
+        return f"<Connection {self.id} {self.remote} {self.client_id}>"
+
+    def connectionMade(self) -> None:
+        peer = self.transport.getPeer()
+        self.remote = f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', 0)}"
+        self.connected = True
+
+    def dataReceived(self, data: bytes) -> None:
+        try:
+            payloads = self.decoder.feed(data)
+        except CodecError as exc:
+            self._protocol_error(exc)
+            return
+        for payload in payloads:
+            if not self.connected:
+                return
+            try:
+                command = RemotingCommand.decode(payload)
+            except CodecError as exc:
+                self._protocol_error(exc)
+                return
+            if command.is_response:
+                self._answer(command)
+            else:
+                self._request(command)
+
+    def _protocol_error(self, exc: CodecError) -> None:
+        log.warn("closing {conn}: {error}", conn=self, error=exc)
+        self.connected = False
+        self.transport.abortConnection()
+
+    def _request(self, command: RemotingCommand) -> None:
+        try:
+            result = self.handler(command, self)
+        except Exception:
+            log.failure("handler crashed on {code} from {conn}", code=command.code, conn=self)
+            result = command.response(1, f"internal error handling request code {command.code}")
+        if command.is_oneway:
+            return
+        if isinstance(result, defer.Deferred):
+            result.addCallback(self.write_command)
+            result.addErrback(self._deferred_failed, command)
+        elif result is not None:
+            self.write_command(result)
+
+    def _deferred_failed(self, failure: Failure, command: RemotingCommand) -> None:
+        log.failure("deferred handler failed on {code} from {conn}", failure, code=command.code, conn=self)
+        self.write_command(command.response(1, f"internal error handling request code {command.code}"))
+
+    def write_command(self, command: RemotingCommand | None) -> None:
+        """Send a command now, if the connection is still up (a late answer is dropped)."""
+        if command is None or not self.connected:
+            return
+        if command.body:
+            self.transport.writeSequence((command.encode_header(), command.body))
+        else:
+            self.transport.write(command.encode_header())
+
+    def send_oneway(self, command: RemotingCommand) -> None:
+        """A server-initiated oneway request (flag 0x2)."""
+        self.write_command(_with(command, opaque=next(self._opaque), flag=command.flag | FLAG_ONEWAY))
+
+    def request(self, command: RemotingCommand, timeout_s: float) -> defer.Deferred:
+        """A server-initiated request; fires with the response, or fails with RequestTimeout."""
+        opaque = next(self._opaque)
+        d: defer.Deferred = defer.Deferred()
+        call = self.clock.callLater(timeout_s, self._timed_out, opaque)
+        self._pending[opaque] = (d, call)
+        self.write_command(_with(command, opaque=opaque))
+        return d
+
+    def _timed_out(self, opaque: int) -> None:
+        entry = self._pending.pop(opaque, None)
+        if entry is not None:
+            entry[0].errback(RequestTimeout(f"{self} did not answer request {opaque}"))
+
+    def _answer(self, command: RemotingCommand) -> None:
+        entry = self._pending.pop(command.opaque, None)
+        if entry is None:
+            log.debug("unmatched response {opaque} ({code}) from {conn}", opaque=command.opaque,
+                      code=code_name(command.code, response=True), conn=self)  # fmt: skip
+            return
+        d, call = entry
+        if call.active():
+            call.cancel()
+        d.callback(command)
+
+    def connectionLost(self, reason: Failure = None) -> None:
+        self.connected = False
+        pending, self._pending = self._pending, {}
+        for d, call in pending.values():
+            if call.active():
+                call.cancel()
+            d.errback(RequestTimeout(f"{self} closed before answering"))
+        if self.on_close is not None:
+            self.on_close(self)
+
+    def close(self) -> None:
+        if self.connected:
+            self.connected = False
+            self.transport.loseConnection()
+
+
+def _with(command: RemotingCommand, **changes: Any) -> RemotingCommand:
+    return dataclasses.replace(command, **changes)
