@@ -58,6 +58,7 @@ class Server:
                 message_delay_level=config.message_delay_level,
                 store_host=HostPort(host, int(port)),
             ),
+            clock=reactor.seconds,
             post=reactor.callFromThread,
         )
         self.topics = TopicTable(

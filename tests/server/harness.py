@@ -1,0 +1,132 @@
+"""A whole server on a fake reactor: real store (temp dir), ``task.Clock`` time, clients over
+``StringTransport``. Nothing sleeps; tests move the clock and read what each client received."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import queue
+from pathlib import Path
+from typing import Any
+
+from twisted.internet import task
+from twisted.internet.address import IPv4Address
+from twisted.internet.testing import StringTransport
+
+from codec.bodies import ConsumerData, HeartbeatData, ProducerData, build_subscription
+from codec.codes import RequestCode
+from codec.command import RemotingCommand
+from codec.frame import FrameDecoder
+from codec.headers import REQUEST_HEADERS
+from rmqproxy.config import Config
+from rmqproxy.server import Server
+
+
+class FakeReactor(task.Clock):
+    """``task.Clock`` plus what the server asks of a reactor besides time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.advance(1_700_000_000.0)  # store timestamps come from this clock
+        self.thread_calls: queue.SimpleQueue = queue.SimpleQueue()
+        self.listening: list[int] = []
+
+    def callFromThread(self, fn, *args, **kwargs) -> None:
+        self.thread_calls.put((fn, args, kwargs))
+
+    def run_thread_calls(self, timeout: float = 0.0) -> int:
+        ran = 0
+        try:
+            item = self.thread_calls.get(timeout=timeout) if timeout else self.thread_calls.get_nowait()
+            while True:
+                fn, args, kwargs = item
+                fn(*args, **kwargs)
+                ran += 1
+                item = self.thread_calls.get_nowait()
+        except queue.Empty:
+            return ran
+
+    def listenTCP(self, port: int, factory: Any, interface: str = "") -> Any:
+        self.listening.append(port)
+        factory.doStart()
+        return _Port(port)
+
+
+@dataclasses.dataclass
+class _Port:
+    port: int
+
+    def getHost(self) -> Any:
+        return IPv4Address("TCP", "127.0.0.1", self.port)
+
+    def stopListening(self) -> None:
+        pass
+
+
+class Client:
+    """One client connection to the server: write requests, read what the server wrote."""
+
+    _ports = itertools.count(40000)
+
+    def __init__(self, server: Server, client_id: str = "10.0.0.5@1#1", version: int = 409) -> None:
+        from rmqproxy.server import _Factory
+
+        self.server = server
+        self.client_id = client_id
+        self.version = version
+        self.conn = _Factory(server).buildProtocol(None)
+        self.transport = StringTransport(peerAddress=IPv4Address("TCP", "10.0.0.5", next(self._ports)))
+        self.conn.makeConnection(self.transport)
+        self._opaque = itertools.count(1)
+        self._decoder = FrameDecoder()
+        self.received: list[RemotingCommand] = []
+
+    def send(self, code: int, header: Any = None, body: bytes = b"", *, flag: int = 0, ext=None, **fields) -> int:
+        """Write a request; returns its opaque. ``fields`` build the code's typed header."""
+        if header is None and fields:
+            header = REQUEST_HEADERS[code].cls(**fields)
+        if header is not None:
+            ext = REQUEST_HEADERS[code].encode(header)
+        opaque = next(self._opaque)
+        command = RemotingCommand(code=code, opaque=opaque, flag=flag, ext_fields=ext, body=body, version=self.version)
+        self.conn.dataReceived(command.encode())
+        return opaque
+
+    def read(self) -> list[RemotingCommand]:
+        """Everything the server wrote since the last read."""
+        data = self.transport.value()
+        self.transport.clear()
+        commands = [RemotingCommand.decode(p) for p in self._decoder.feed(data)]
+        self.received += commands
+        return commands
+
+    def answer(self, opaque: int) -> RemotingCommand | None:
+        """The response to request ``opaque``, if the server has written it."""
+        self.read()
+        for command in self.received:
+            if command.is_response and command.opaque == opaque:
+                return command
+        return None
+
+    def call(self, code: int, header: Any = None, body: bytes = b"", **fields) -> RemotingCommand:
+        opaque = self.send(code, header, body, **fields)
+        response = self.answer(opaque)
+        assert response is not None, f"no answer to {code}"
+        return response
+
+    def heartbeat(self, group: str | None = None, topics: dict[str, str] | None = None, **consumer: str) -> None:
+        consumers = []
+        if group is not None:
+            subs = [build_subscription(t, expr, 1) for t, expr in (topics or {}).items()]
+            consumers.append(ConsumerData(group, consumer.get("consume_type", "CONSUME_PASSIVELY"), "CLUSTERING",
+                                          "CONSUME_FROM_FIRST_OFFSET", subs, False))  # fmt: skip
+        data = HeartbeatData(self.client_id, [ProducerData("CLIENT_INNER_PRODUCER")], consumers)
+        assert self.call(RequestCode.HEART_BEAT, body=data.to_json()).code == 0
+
+
+def make_server(tmp_path: Path, **overrides: Any) -> tuple[Server, FakeReactor]:
+    values = {"store_path": str(tmp_path / "store"), "listen_port": 9876, "metrics_port": 0, **overrides}
+    reactor = FakeReactor()
+    server = Server(Config(**values), reactor)
+    server.start()
+    return server, reactor
