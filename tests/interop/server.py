@@ -1,0 +1,244 @@
+"""Run ``rmqproxy serve`` as a separate process for the real-client scenarios.
+
+::
+
+    with RunningServer(message_delay_level=SHORT_DELAY_LEVELS) as server:
+        ...  # clients use server.namesrv ("127.0.0.1:PORT") as namesrvAddr
+        server.restart()  # SIGTERM, wait for exit, start again on the same port and store
+
+The server is started as ``<python> -m rmqproxy.cli serve --bind-address 127.0.0.1 --listen-port PORT
+--store-path-root-dir DIR [--message-delay-level ...] [-c broker.conf]``; it is ready once it prints a
+line containing ``listening on 127.0.0.1:PORT``.  Its stdout and stderr go to ``<workdir>/server.log``
+(every start appends), and failures quote the tail of that file.  ``start_target("apache")`` gives the
+reference Apache RocketMQ broker (``apache_broker.ApacheBroker``) behind the same interface.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Protocol
+
+__all__ = [
+    "SHORT_DELAY_LEVELS",
+    "ScenarioServer",
+    "RunningServer",
+    "ServerError",
+    "free_port",
+    "serve_available",
+    "start_target",
+    "wait_for_line",
+]
+
+#: 18 delay levels of one second each: retries (send-back levels 3, 4, ...) come back after ~1 s.
+SHORT_DELAY_LEVELS = " ".join(["1s"] * 18)
+
+
+class ServerError(RuntimeError):
+    """The server did not start, did not stop cleanly or died."""
+
+
+class ScenarioServer(Protocol):
+    """What the scenario tests need from a server under test (rmqproxy or the reference broker)."""
+
+    name: str
+
+    @property
+    def namesrv(self) -> str: ...
+
+    def restart(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def log_tail(self, chars: int = 4000) -> str: ...
+
+
+def free_port(*, also_free: tuple[int, ...] = ()) -> int:
+    """A TCP port on 127.0.0.1 that is free now, and so are ``port + d`` for each d in ``also_free``."""
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if all(_port_free(port + d) for d in also_free):
+            return port
+    raise ServerError("no free port found")
+
+
+def _port_free(port: int) -> bool:
+    if not 1024 < port < 65536:
+        return False
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def wait_for_line(log: Path, needle: str, proc: subprocess.Popen[bytes], timeout: float, offset: int = 0) -> None:
+    """Wait until ``log`` (read from byte ``offset``) contains ``needle``; raise if ``proc`` exits first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with open(log, "rb") as f:
+                f.seek(offset)
+                if needle.encode() in f.read():
+                    return
+        except FileNotFoundError:
+            pass
+        if proc.poll() is not None:
+            raise ServerError(f"{proc.args!r} exited with {proc.returncode} before printing {needle!r}")
+        if time.monotonic() > deadline:
+            raise ServerError(f"{proc.args!r} did not print {needle!r} within {timeout:.0f}s")
+        time.sleep(0.05)
+
+
+def _tail(path: Path, chars: int) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return "(no log)"
+
+
+def _serve_help() -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "rmqproxy.cli", "serve", "--help"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60,
+    )
+    return proc.stdout if proc.returncode == 0 else ""
+
+
+def serve_available() -> bool:
+    """True when this Python's rmqproxy has the ``serve`` command."""
+    return "--listen-port" in _serve_help()
+
+
+class RunningServer:
+    """One ``rmqproxy serve`` process on a free loopback port with a temporary store (context manager)."""
+
+    name = "rmqproxy"
+    START_TIMEOUT = 20.0
+    STOP_TIMEOUT = 30.0
+
+    def __init__(
+        self,
+        *,
+        message_delay_level: str | None = SHORT_DELAY_LEVELS,
+        broker_conf: dict[str, str] | None = None,
+        workdir: Path | None = None,
+        port: int | None = None,
+    ) -> None:
+        self._own_workdir = workdir is None
+        self.workdir = Path(tempfile.mkdtemp(prefix="rmqproxy-scenario-")) if workdir is None else workdir
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.store_dir = self.workdir / "store"
+        self.log_path = self.workdir / "server.log"
+        self.port = port or free_port()
+        self.message_delay_level = message_delay_level
+        self.conf_path: Path | None = None
+        if broker_conf:
+            self.conf_path = self.workdir / "broker.conf"
+            self.conf_path.write_text("".join(f"{k}={v}\n" for k, v in broker_conf.items()))
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self.start()
+
+    @property
+    def namesrv(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def command(self) -> list[str]:
+        cmd = [
+            sys.executable, "-m", "rmqproxy.cli", "serve",
+            "--bind-address", "127.0.0.1",
+            "--listen-port", str(self.port),
+            "--store-path-root-dir", str(self.store_dir),
+        ]
+        if self.message_delay_level:
+            cmd += ["--message-delay-level", self.message_delay_level]
+        if self.conf_path is not None:
+            cmd += ["-c", str(self.conf_path)]
+        return cmd
+
+    def start(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            raise ServerError("already running")
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with open(self.log_path, "ab") as log:
+            log.write(f"==== start #{self.starts + 1}: {' '.join(self.command)}\n".encode())
+            log.flush()
+            self._proc = subprocess.Popen(
+                self.command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        self.starts += 1
+        try:
+            wait_for_line(self.log_path, f"listening on {self.namesrv}", self._proc, self.START_TIMEOUT, offset)
+        except ServerError as e:
+            self._kill()
+            raise ServerError(f"{e}\n--- server log tail ---\n{self.log_tail()}") from None
+
+    def stop(self) -> None:
+        """SIGTERM and wait; raise if the process does not exit 0 within STOP_TIMEOUT."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout=self.STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self._kill()
+            raise ServerError(f"server did not exit within {self.STOP_TIMEOUT:.0f}s of SIGTERM\n{self.log_tail()}") from None
+        if rc != 0:
+            raise ServerError(f"server exited with {rc} after SIGTERM\n--- server log tail ---\n{self.log_tail()}")
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return _tail(self.log_path, chars)
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+    def close(self) -> None:
+        try:
+            self.stop()
+        finally:
+            self._kill()
+            if self._own_workdir and not os.environ.get("RMQ_SCENARIO_KEEP"):
+                shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> RunningServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RunningServer(namesrv={self.namesrv!r}, workdir={str(self.workdir)!r})"
+
+
+def start_target(kind: str, **kwargs: object) -> RunningServer:
+    """Start the server under test: ``"rmqproxy"`` (default) or ``"apache"`` (reference 4.9.7 broker)."""
+    if kind == "rmqproxy":
+        return RunningServer(**kwargs)  # type: ignore[arg-type]
+    if kind == "apache":
+        from .apache_broker import ApacheBroker
+
+        return ApacheBroker(**kwargs)  # type: ignore[arg-type,return-value]
+    raise ValueError(f"unknown scenario target {kind!r} (rmqproxy or apache)")
