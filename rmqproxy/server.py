@@ -17,6 +17,7 @@ from .clients import ClientRegistry
 from .config import Config
 from .dispatch import Dispatcher
 from .hold import HoldService
+from .holdlog import HoldLog
 from .processors.admin import AdminProcessor
 from .processors.consumer import ConsumerProcessor
 from .processors.namesrv import NameServer
@@ -75,7 +76,10 @@ class Server:
         )
         names = NameServer(config, self.topics)
         send = SendProcessor(config, self.store, self.topics)
-        self.pulls = PullProcessor(config, self.store, self.topics, self.clients, self.holds, reactor)
+        self.hold_log = HoldLog(config.pull_log_dir, config.pull_log_mode)
+        self.pulls = PullProcessor(
+            config, self.store, self.topics, self.clients, self.holds, reactor, listeners=[self.hold_log]
+        )
         self.consumers = ConsumerProcessor(self.store, self.topics, self.clients, reactor)
         sendback = SendBackProcessor(self.store, self.topics)
         admin = AdminProcessor(config, self.store, self.topics, self.clients)
@@ -127,7 +131,7 @@ class Server:
         for port in ports:
             self.ports.append(self.reactor.listenTCP(port, factory, interface=self.config.bind_address))
         for interval, fn in ((0.1, self.store.deliver_due), (600.0, self.store.delete_expired),
-                             (10.0, self._expire_idle_clients)):  # fmt: skip
+                             (10.0, self._expire_idle_clients), (0.5, self.hold_log.flush)):  # fmt: skip
             loop = task.LoopingCall(fn)
             loop.clock = self.reactor
             loop.start(interval, now=False).addErrback(lambda f: log.failure("periodic task failed", f))
@@ -161,5 +165,6 @@ class Server:
         self.holds.shutdown()
         for port in self.ports:
             port.stopListening()
+        self.hold_log.close()
         self.store.shutdown()
         log.info("rmqproxy stopped; store flushed")

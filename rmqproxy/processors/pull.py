@@ -11,19 +11,19 @@ carries all four header fields; SUCCESS always has a body.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
 
 from codec.bodies import build_subscription
-from codec.codes import ResponseCode
+from codec.codes import ResponseCode, code_name
 from codec.command import RemotingCommand
 from codec.headers import PullMessageResponseHeader
 
 from ..clients import ClientRegistry
 from ..config import Config
 from ..hold import WAKE_DISCONNECT, WAKE_NONE, HeldPull, HoldService
+from ..holdlog import PullEvent
 from ..store import GetResult, GetStatus, MessageStore, TagFilter
 from ..topics import TopicTable
 
@@ -72,7 +72,7 @@ class PullProcessor:
         clients: ClientRegistry,
         holds: HoldService,
         clock: IReactorTime,
-        on_complete: Callable[[dict[str, Any]], None] | None = None,
+        listeners: list[Callable[[PullEvent], None]] | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -80,10 +80,17 @@ class PullProcessor:
         self.clients = clients
         self.holds = holds
         self.clock = clock
-        self.on_complete = on_complete
+        self.listeners = listeners if listeners is not None else []
 
     def pull(self, request: RemotingCommand, header, conn) -> RemotingCommand | defer.Deferred:
+        """Answer now, or hold and answer later; either way one ``PullEvent`` per pull."""
         arrived = self.clock.seconds()
+        outcome = self._serve(request, header, conn, arrived)
+        if not isinstance(outcome, defer.Deferred):
+            self._emit(header, conn, arrived, None, arrived, WAKE_NONE, outcome)
+        return outcome
+
+    def _serve(self, request: RemotingCommand, header, conn, arrived: float) -> RemotingCommand | defer.Deferred:
         topic = self.topics.get(header.topic)
         if topic is None:
             return request.response(
@@ -148,9 +155,7 @@ class PullProcessor:
             held = self._hold(request, header, conn, read, result, tag_filter, arrived)
             if held is not None:
                 return held
-        response = pull_response(request, result, header.queue_offset)
-        self._completed(header, conn, arrived, None, WAKE_NONE, response)
-        return response
+        return pull_response(request, result, header.queue_offset)
 
     def _hold(self, request, header, conn, read, first: GetResult, tag_filter, arrived: float):
         """Hold the pull until something matching arrives or its deadline; None if not held."""
@@ -163,31 +168,62 @@ class PullProcessor:
         pull: HeldPull
 
         def reread(wake: str, final: bool) -> bool:
+            woke = self.clock.seconds()
             if wake == WAKE_DISCONNECT:
-                self._completed(header, conn, arrived, pull, wake, None)
+                self._emit(header, conn, arrived, pull.started, woke, wake, None)
                 return True
             result = read(resume_at)
             if result.status != GetStatus.FOUND and not final:
                 return False
             requested = header.queue_offset if result.status != GetStatus.FOUND else resume_at
             response = pull_response(request, result, requested)
-            self._completed(header, conn, arrived, pull, wake, response)
+            self._emit(header, conn, arrived, pull.started, woke, wake, response)
             d.callback(response)
             return True
 
         matches = tag_filter.matches_tags_code if tag_filter is not None else (lambda code: True)
+        started = self.clock.seconds()
         pull = HeldPull(
-            (header.topic, header.queue_id), resume_at, matches, conn, reread, arrived, arrived + timeout_s
+            (header.topic, header.queue_id), resume_at, matches, conn, reread, started, started + timeout_s
         )
         if not self.holds.hold(pull):
             return None
         return d
 
-    def _completed(self, header, conn, arrived: float, pull: HeldPull | None, wake: str, response) -> None:
-        if self.on_complete is None:
+    def _emit(self, header, conn, arrived: float, hold_started: float | None, woke: float, wake: str,
+              response: RemotingCommand | None) -> None:  # fmt: skip
+        """Tell listeners (event log, metrics) how this pull went: hold time is hold start to
+        wake; service time is the rest of arrival to answer."""
+        if not self.listeners:
             return
-        self.on_complete({
-            "header": header, "conn": conn, "arrived": arrived, "held": pull is not None,
-            "hold_started": pull.started if pull is not None else arrived, "wake": wake, "response": response,
-            "done": self.clock.seconds(), "mode": "long" if self.config.long_polling else "short",
-        })  # fmt: skip
+        done = self.clock.seconds()
+        total_ms = (done - arrived) * 1000
+        hold_ms = (woke - hold_started) * 1000 if hold_started is not None else 0.0
+        ext = response.ext_fields if response is not None and response.ext_fields else {}
+        event = PullEvent(
+            ts_ms=int(done * 1000), arrived_ms=int(arrived * 1000), group=header.consumer_group,
+            topic=header.topic, queue_id=header.queue_id, client_id=conn.client_id, remote=conn.remote,
+            offset=header.queue_offset, max_msgs=header.max_msg_nums,
+            suspend_ms=header.suspend_timeout_millis if header.sys_flag & SYSFLAG_SUSPEND else 0,
+            held=hold_started is not None, hold_ms=round(hold_ms, 3), service_ms=round(total_ms - hold_ms, 3),
+            total_ms=round(total_ms, 3), wake=wake, mode="long" if self.config.long_polling else "short",
+            code=code_name(response.code, response=True) if response is not None else "NO_RESPONSE",
+            msgs=_record_count(response.body) if response is not None else 0,
+            bytes=len(response.body) if response is not None else 0,
+            next_offset=int(ext.get("nextBeginOffset", header.queue_offset)),
+            max_offset=int(ext.get("maxOffset", 0)),
+        )  # fmt: skip
+        for listener in self.listeners:
+            listener(event)
+
+
+def _record_count(body: bytes) -> int:
+    """How many stored records a pull body holds (walks TOTALSIZE fields; no decoding)."""
+    count = pos = 0
+    while pos + 4 <= len(body):
+        size = int.from_bytes(body[pos : pos + 4], "big")
+        if size <= 0:
+            break
+        pos += size
+        count += 1
+    return count

@@ -1,0 +1,122 @@
+"""HoldService on task.Clock: arrival, deadline, filter miss, many waiters, disconnect, shutdown,
+cap — each completion case ends a held pull exactly once and leaves no entry behind."""
+
+from __future__ import annotations
+
+from twisted.internet import task
+
+from rmqproxy.hold import WAKE_ARRIVAL, WAKE_DISCONNECT, WAKE_SHUTDOWN, WAKE_TIMEOUT, HeldPull, HoldService
+
+
+class Waiter:
+    """A held pull's owner: ``ready`` says whether a re-read would find something."""
+
+    def __init__(self, service: HoldService, clock: task.Clock, *, key=("T", 0), offset=5, timeout=15.0,
+                 conn="c1", matches=lambda code: True) -> None:  # fmt: skip
+        self.ready = False
+        self.answers: list[tuple[str, bool]] = []
+        self.pull = HeldPull(key, offset, matches, conn, self.reread, clock.seconds(), clock.seconds() + timeout)
+        self.held = service.hold(self.pull)
+
+    def reread(self, wake: str, final: bool) -> bool:
+        if self.ready or final:
+            self.answers.append((wake, self.ready))
+            return True
+        return False
+
+
+def setup(max_held: int = 100) -> tuple[HoldService, task.Clock]:
+    clock = task.Clock()
+    return HoldService(clock, max_held), clock
+
+
+def test_arrival_wakes_a_pull_at_once() -> None:
+    service, clock = setup()
+    waiter = Waiter(service, clock)
+    waiter.ready = True
+    service.arrived("T", 0, 5, 0)
+    assert waiter.answers == [(WAKE_ARRIVAL, True)] and service.count == 0 and not service.held()
+
+
+def test_an_arrival_before_the_pulled_offset_does_not_wake() -> None:
+    service, clock = setup()
+    waiter = Waiter(service, clock, offset=5)
+    waiter.ready = True
+    service.arrived("T", 0, 4, 0)
+    service.arrived("T", 1, 9, 0)  # another queue
+    assert waiter.answers == [] and service.count == 1
+
+
+def test_filter_miss_keeps_holding_with_the_same_deadline() -> None:
+    service, clock = setup()
+    waiter = Waiter(service, clock, matches=lambda code: code == 7)
+    waiter.ready = True
+    service.arrived("T", 0, 5, 8)
+    assert waiter.answers == []
+    waiter.ready = False
+    service.arrived("T", 0, 6, 7)  # matches, but the re-read finds nothing (e.g. client-side filter)
+    assert waiter.answers == [] and service.count == 1
+    clock.advance(15)
+    assert waiter.answers == [(WAKE_TIMEOUT, False)]
+
+
+def test_deadline_fires_exactly_and_not_before() -> None:
+    service, clock = setup()
+    waiter = Waiter(service, clock, timeout=15.0)
+    clock.advance(14.999)
+    assert waiter.answers == [] and service.count == 1
+    clock.advance(0.001)
+    assert waiter.answers == [(WAKE_TIMEOUT, False)] and service.count == 0
+
+
+def test_every_waiter_on_a_queue_wakes() -> None:
+    service, clock = setup()
+    waiters = [Waiter(service, clock, conn=f"c{i}") for i in range(5)]
+    for w in waiters:
+        w.ready = True
+    service.arrived("T", 0, 5, 0)
+    assert all(w.answers == [(WAKE_ARRIVAL, True)] for w in waiters) and service.count == 0
+
+
+def test_arrival_and_timeout_never_both_complete_a_pull() -> None:
+    service, clock = setup()
+    waiter = Waiter(service, clock, timeout=1.0)
+    waiter.ready = True
+    service.arrived("T", 0, 5, 0)
+    clock.advance(5)
+    assert waiter.answers == [(WAKE_ARRIVAL, True)]
+    assert not clock.getDelayedCalls()  # the timer was cancelled
+
+
+def test_disconnect_drops_only_that_connections_pulls() -> None:
+    service, clock = setup()
+    mine = [Waiter(service, clock, conn="gone", key=("T", q)) for q in range(3)]
+    other = Waiter(service, clock, conn="stays")
+    assert service.connection_closed("gone") == 3
+    assert all(w.answers == [(WAKE_DISCONNECT, False)] for w in mine)
+    assert service.count == 1 and other.answers == []
+    assert len(clock.getDelayedCalls()) == 1
+
+
+def test_shutdown_answers_everything() -> None:
+    service, clock = setup()
+    waiters = [Waiter(service, clock, key=("T", q)) for q in range(4)]
+    service.shutdown()
+    assert all(w.answers == [(WAKE_SHUTDOWN, False)] for w in waiters)
+    assert service.count == 0 and not clock.getDelayedCalls()
+
+
+def test_beyond_the_cap_a_pull_is_not_held() -> None:
+    service, clock = setup(max_held=2)
+    assert Waiter(service, clock).held and Waiter(service, clock).held
+    assert not Waiter(service, clock).held and service.count == 2
+
+
+def test_wakeups_are_counted_by_reason() -> None:
+    service, clock = setup()
+    Waiter(service, clock)
+    w = Waiter(service, clock, key=("U", 0))
+    w.ready = True
+    service.arrived("U", 0, 9, 0)
+    clock.advance(15)
+    assert service.wakeups == {WAKE_ARRIVAL: 1, WAKE_TIMEOUT: 1}

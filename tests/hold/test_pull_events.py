@@ -1,0 +1,109 @@
+"""Held pulls through the whole server on task.Clock: the event log says what happened."""
+
+from __future__ import annotations
+
+import json
+
+from codec.codes import ResponseCode as R
+from rmqproxy.holdlog import HoldLog, PullEvent, log_file_name
+
+from ..server.harness import Client, make_server
+from ..server.test_broker import pull, send
+
+
+def events(server) -> list[dict]:
+    server.hold_log.close()
+    lines = []
+    for path in sorted(server.config.pull_log_dir.glob("pulls-*.jsonl")):
+        lines += [json.loads(line) for line in path.read_text().splitlines()]
+    return lines
+
+
+def test_arrival_wake_is_logged_with_hold_and_service_time(tmp_path) -> None:
+    server, reactor = make_server(tmp_path)
+    consumer, producer = Client(server, "c@1#1"), Client(server, "p@1#1")
+    consumer.heartbeat("cg", {"T": "*"})
+    send(producer, "T", b"first")
+    opaque = pull(consumer, "T", 1, sys_flag=0x2)
+    reactor.advance(2.5)
+    send(producer, "T", b"second")
+    assert consumer.answer(opaque).code == R.SUCCESS
+    server.stop()
+    (event,) = [e for e in events(server) if e["held"]]
+    assert (event["wake"], event["code"], event["hold_ms"], event["msgs"], event["mode"]) == (
+        "arrival", "SUCCESS", 2500.0, 1, "long"
+    )  # fmt: skip
+    assert event["total_ms"] == 2500.0 and event["service_ms"] == 0.0
+    assert (event["group"], event["topic"], event["client_id"], event["offset"], event["suspend_ms"]) == (
+        "cg", "T", "c@1#1", 1, 15000
+    )  # fmt: skip
+    assert event["next_offset"] == 2 and event["max_offset"] == 2 and event["bytes"] > 0
+
+
+def test_timeout_is_logged_as_such_and_every_pull_is_logged(tmp_path) -> None:
+    server, reactor = make_server(tmp_path)
+    client = Client(server)
+    client.heartbeat("cg", {"T": "*"})
+    send(client, "T")
+    client.answer(pull(client, "T", 0))  # answered at once
+    opaque = pull(client, "T", 1, sys_flag=0x2, suspend_timeout_millis=20000)
+    reactor.advance(20)
+    assert client.answer(opaque).code == R.PULL_NOT_FOUND
+    server.stop()
+    logged = events(server)
+    assert [(e["held"], e["wake"], e["code"]) for e in logged] == [
+        (False, "none", "SUCCESS"), (True, "timeout", "PULL_NOT_FOUND")
+    ]  # fmt: skip
+    assert logged[1]["hold_ms"] == 20000.0 and logged[1]["suspend_ms"] == 20000
+
+
+def test_short_polling_holds_for_the_short_time(tmp_path) -> None:
+    server, reactor = make_server(tmp_path, long_polling=False, short_polling_ms=1000)
+    client = Client(server)
+    client.heartbeat("cg", {"T": "*"})
+    send(client, "T")
+    opaque = pull(client, "T", 1, sys_flag=0x2)
+    reactor.advance(0.999)
+    assert client.answer(opaque) is None
+    reactor.advance(0.001)
+    assert client.answer(opaque).code == R.PULL_NOT_FOUND
+    server.stop()
+    assert events(server)[-1]["mode"] == "short"
+
+
+def test_held_mode_logs_only_held_pulls_and_off_logs_nothing(tmp_path) -> None:
+    for mode, expected in (("held", 1), ("off", 0)):
+        server, reactor = make_server(tmp_path / mode, pull_log_mode=mode)
+        client = Client(server)
+        client.heartbeat("cg", {"T": "*"})
+        send(client, "T")
+        client.answer(pull(client, "T", 0))
+        pull(client, "T", 1, sys_flag=0x2)
+        reactor.advance(15)
+        server.stop()
+        assert len(events(server)) == expected
+
+
+def test_past_max_held_pulls_are_answered_at_once(tmp_path) -> None:
+    server, reactor = make_server(tmp_path, max_held_pulls=1)
+    client = Client(server)
+    client.heartbeat("cg", {"T": "*"})
+    send(client, "T")
+    first = pull(client, "T", 1, sys_flag=0x2)
+    second = pull(client, "T", 1, sys_flag=0x2)
+    assert client.answer(first) is None
+    assert client.answer(second).code == R.PULL_NOT_FOUND
+    server.stop()
+
+
+def test_log_files_rotate_by_utc_hour(tmp_path) -> None:
+    assert log_file_name(1_700_000_000_000) == "pulls-20231114-22.jsonl"
+    log = HoldLog(tmp_path)
+    fields = dict(arrived_ms=0, group="g", topic="T", queue_id=0, client_id="c", remote="r", offset=0, max_msgs=32,
+                  suspend_ms=0, held=False, hold_ms=0.0, service_ms=0.1, total_ms=0.1, wake="none", mode="long",
+                  code="SUCCESS", msgs=1, bytes=10, next_offset=1, max_offset=1)  # fmt: skip
+    for ts in (1_700_000_000_000, 1_700_000_000_001, 1_700_000_000_000 + 3_600_000):
+        log(PullEvent(ts_ms=ts, **fields))
+    log.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pulls-20231114-22.jsonl", "pulls-20231114-23.jsonl"]
+    assert len((tmp_path / "pulls-20231114-22.jsonl").read_text().splitlines()) == 2
