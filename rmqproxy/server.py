@@ -18,8 +18,10 @@ from .config import Config
 from .dispatch import Dispatcher
 from .hold import HoldService
 from .holdlog import HoldLog
+from .locks import LockManager
 from .processors.admin import AdminProcessor
 from .processors.consumer import ConsumerProcessor
+from .processors.lock import LockProcessor
 from .processors.namesrv import NameServer
 from .processors.pull import PullProcessor
 from .processors.send import SendProcessor
@@ -81,6 +83,14 @@ class Server:
             config, self.store, self.topics, self.clients, self.holds, reactor, listeners=[self.hold_log]
         )
         self.consumers = ConsumerProcessor(self.store, self.topics, self.clients, reactor)
+        self.locks = LockManager(
+            reactor,
+            max_live_s=config.lock_max_live_ms / 1000,
+            release_on_disconnect=config.lock_release_on_disconnect,
+            on_free=self.consumers.notify_group,
+        )
+        self.consumers.on_unregister = self.locks.client_unregistered
+        locking = LockProcessor(self.locks)
         sendback = SendBackProcessor(self.store, self.topics)
         admin = AdminProcessor(config, self.store, self.topics, self.clients)
         self.dispatcher = Dispatcher({
@@ -118,6 +128,8 @@ class Server:
             C.QUERY_TOPIC_CONSUME_BY_WHO: admin.consumed_by,
             C.CHECK_CLIENT_CONFIG: admin.check_client_config,
             C.GET_CONSUMER_RUNNING_INFO: admin.consumer_running_info,
+            C.LOCK_BATCH_MQ: locking.lock,
+            C.UNLOCK_BATCH_MQ: locking.unlock,
         })  # fmt: skip
         self.ports: list[IListeningPort] = []
         self._loops: list[task.LoopingCall] = []
@@ -146,6 +158,7 @@ class Server:
 
     def connection_closed(self, conn: Connection) -> None:
         self.holds.connection_closed(conn)
+        self.locks.connection_closed(conn)
         self.consumers.connection_closed(conn)
 
     def _expire_idle_clients(self) -> None:
@@ -166,5 +179,6 @@ class Server:
         for port in self.ports:
             port.stopListening()
         self.hold_log.close()
+        self.locks.close()
         self.store.shutdown()
         log.info("rmqproxy stopped; store flushed")

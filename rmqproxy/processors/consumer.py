@@ -44,6 +44,7 @@ class ConsumerProcessor:
         self.clients = clients
         self.clock = clock
         self.on_membership_change = on_membership_change
+        self.on_unregister: Callable[[str, str | None], None] | None = None
 
     # --- clients ----------------------------------------------------------------------------
 
@@ -62,6 +63,8 @@ class ConsumerProcessor:
         return request.response(ResponseCode.SUCCESS)
 
     def unregister(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        if header.consumer_group and self.on_unregister is not None:
+            self.on_unregister(header.client_id, header.consumer_group)
         for group in self.clients.unregister(conn, header.producer_group, header.consumer_group):
             self.notify_group(group)
         return request.response(ResponseCode.SUCCESS)
