@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from twisted.internet import defer
 from twisted.logger import Logger
 
 from codec.codes import ResponseCode
@@ -24,10 +25,35 @@ RequestHandler = Callable[[RemotingCommand, Any, Any], Any]
 
 
 class Dispatcher:
-    def __init__(self, handlers: Mapping[int, RequestHandler]) -> None:
+    def __init__(
+        self,
+        handlers: Mapping[int, RequestHandler],
+        *,
+        clock: Any = None,
+        on_answer: Callable[[int, int, float], None] | None = None,
+        unmeasured: frozenset[int] = frozenset(),
+    ) -> None:
         self.handlers = dict(handlers)
+        self.clock = clock
+        self.on_answer = on_answer
+        self.unmeasured = unmeasured  # codes that report their own latency (pulls)
 
     def __call__(self, request: RemotingCommand, connection: Any) -> Any:
+        if self.on_answer is None or request.code in self.unmeasured:
+            return self._dispatch(request, connection)
+        started = self.clock.seconds()
+
+        def measured(response: Any) -> Any:
+            if isinstance(response, RemotingCommand):
+                self.on_answer(request.code, response.code, (self.clock.seconds() - started) * 1000)
+            return response
+
+        result = self._dispatch(request, connection)
+        if isinstance(result, defer.Deferred):
+            return result.addCallback(measured)
+        return measured(result)
+
+    def _dispatch(self, request: RemotingCommand, connection: Any) -> Any:
         handler = self.handlers.get(request.code)
         if handler is None:
             return request.response(

@@ -33,7 +33,7 @@ class HeldPull:
     """One waiting pull. ``reread(wake, final)`` re-runs the read; it returns True when it answered
     (always when ``final``), False to keep holding."""
 
-    __slots__ = ("id", "key", "offset", "matches", "conn", "reread", "deadline", "started", "timer", "done")
+    __slots__ = ("id", "key", "offset", "matches", "conn", "reread", "deadline", "started", "timer", "done", "group")
 
     def __init__(
         self,
@@ -44,8 +44,10 @@ class HeldPull:
         reread: Callable[[str, bool], bool],
         started: float,
         deadline: float,
+        group: str = "",
     ) -> None:
         self.id = 0
+        self.group = group
         self.key = key
         self.offset = offset
         self.matches = matches

@@ -60,6 +60,7 @@ class LockManager:
         max_live_s: float = 60.0,
         release_on_disconnect: str = "safe",
         on_free: Callable[[str], None] | None = None,
+        on_handoff: Callable[[str, float], None] | None = None,
     ) -> None:
         if release_on_disconnect not in ("safe", "immediate"):
             raise ValueError(f"release_on_disconnect must be safe or immediate, not {release_on_disconnect!r}")
@@ -67,6 +68,7 @@ class LockManager:
         self.max_live_s = max_live_s
         self.release_on_disconnect = release_on_disconnect
         self.on_free = on_free
+        self.on_handoff = on_handoff
         self.tables: dict[str, dict[MessageQueue, LockEntry]] = {}
         self._wanted: dict[tuple[str, MessageQueue], float] = {}  # refused request → first refusal time
         self._freed_at: dict[tuple[str, MessageQueue], float] = {}
@@ -181,6 +183,8 @@ class LockManager:
         freed = self._freed_at.pop((group, mq), None)
         if freed is not None:
             self.stats.handoffs.append((group, now - freed))
+            if self.on_handoff is not None:
+                self.on_handoff(group, now - freed)
 
     def close(self) -> None:
         for call in self._pending.values():

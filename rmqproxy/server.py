@@ -5,12 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from prometheus_client import CollectorRegistry
 from twisted.internet import task
 from twisted.internet.interfaces import IListeningPort
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
+from twisted.web.server import Site
 
+from codec.bodies import ConsumerRunningInfo
 from codec.codes import RequestCode as C
+from codec.command import RemotingCommand
+from codec.errors import CodecError
+from codec.headers import GetConsumerRunningInfoRequestHeader
 from codec.message import HostPort
 
 from .clients import ClientRegistry
@@ -19,6 +25,7 @@ from .dispatch import Dispatcher
 from .hold import HoldService
 from .holdlog import HoldLog
 from .locks import LockManager
+from .metrics import LiveState, Metrics, MetricsResource
 from .processors.admin import AdminProcessor
 from .processors.consumer import ConsumerProcessor
 from .processors.lock import LockProcessor
@@ -31,6 +38,8 @@ from .topics import TopicTable
 from .transport import Connection
 
 log = Logger()
+
+CLIENT_STATS_TIMEOUT_S = 5.0
 
 
 class _Factory(Factory):
@@ -51,6 +60,8 @@ class Server:
         self.config = config
         self.reactor = reactor
         host, port = config.advertised_address.rsplit(":", 1)
+        self.registry = CollectorRegistry()
+        self.metrics = Metrics(self.registry, cluster=config.cluster_name, node_id=config.broker_name)
         self.store = MessageStore(
             config.store_dir,
             StoreConfig(
@@ -63,6 +74,7 @@ class Server:
             ),
             clock=reactor.seconds,
             post=reactor.callFromThread,
+            on_flush=self.metrics.on_flush,
         )
         self.topics = TopicTable(
             config.store_dir / "config" / "topics.json",
@@ -77,22 +89,28 @@ class Server:
             lambda a: self.holds.arrived(a.topic, a.queue_id, a.queue_offset, a.tags_code)
         )
         names = NameServer(config, self.topics)
-        send = SendProcessor(config, self.store, self.topics)
+        send = SendProcessor(config, self.store, self.topics, on_put=self.metrics.on_put)
         self.hold_log = HoldLog(config.pull_log_dir, config.pull_log_mode)
+        self._pulled: dict[tuple[str, str, int], int] = {}  # (group, topic, queue) → next offset pulled
         self.pulls = PullProcessor(
-            config, self.store, self.topics, self.clients, self.holds, reactor, listeners=[self.hold_log]
-        )
+            config, self.store, self.topics, self.clients, self.holds, reactor,
+            listeners=[self.hold_log, self.metrics.on_pull, self._track_pulled],
+        )  # fmt: skip
         self.consumers = ConsumerProcessor(self.store, self.topics, self.clients, reactor)
         self.locks = LockManager(
             reactor,
             max_live_s=config.lock_max_live_ms / 1000,
             release_on_disconnect=config.lock_release_on_disconnect,
             on_free=self.consumers.notify_group,
+            on_handoff=self.metrics.on_handoff,
         )
         self.consumers.on_unregister = self.locks.client_unregistered
         locking = LockProcessor(self.locks)
         sendback = SendBackProcessor(self.store, self.topics)
         admin = AdminProcessor(config, self.store, self.topics, self.clients)
+        self.registry.register(
+            LiveState(self.metrics, holds=self.holds, locks=self.locks, clients=self.clients, lag=self._lag)
+        )
         self.dispatcher = Dispatcher({
             C.GET_ROUTEINFO_BY_TOPIC: names.route,
             C.GET_BROKER_CLUSTER_INFO: names.cluster_info,
@@ -130,7 +148,8 @@ class Server:
             C.GET_CONSUMER_RUNNING_INFO: admin.consumer_running_info,
             C.LOCK_BATCH_MQ: locking.lock,
             C.UNLOCK_BATCH_MQ: locking.unlock,
-        })  # fmt: skip
+        }, clock=reactor, on_answer=self.metrics.on_request,
+           unmeasured=frozenset({C.PULL_MESSAGE, C.LITE_PULL_MESSAGE}))  # fmt: skip
         self.ports: list[IListeningPort] = []
         self._loops: list[task.LoopingCall] = []
 
@@ -142,8 +161,13 @@ class Server:
             ports.append(self.config.broker_listen_port)
         for port in ports:
             self.ports.append(self.reactor.listenTCP(port, factory, interface=self.config.bind_address))
+        if self.config.metrics_port:
+            self.ports.append(self.reactor.listenTCP(
+                self.config.metrics_port, Site(MetricsResource(self.registry)), interface=self.config.bind_address
+            ))  # fmt: skip
         for interval, fn in ((0.1, self.store.deliver_due), (600.0, self.store.delete_expired),
-                             (10.0, self._expire_idle_clients), (0.5, self.hold_log.flush)):  # fmt: skip
+                             (10.0, self._expire_idle_clients), (0.5, self.hold_log.flush),
+                             (float(self.config.client_stats_interval_s), self.poll_client_stats)):  # fmt: skip
             loop = task.LoopingCall(fn)
             loop.clock = self.reactor
             loop.start(interval, now=False).addErrback(lambda f: log.failure("periodic task failed", f))
@@ -157,9 +181,53 @@ class Server:
         )  # fmt: skip
 
     def connection_closed(self, conn: Connection) -> None:
+        if conn.client_id:
+            self.metrics.forget_client(conn.client_id)
         self.holds.connection_closed(conn)
         self.locks.connection_closed(conn)
         self.consumers.connection_closed(conn)
+
+    def _track_pulled(self, event) -> None:
+        if event.msgs:
+            self._pulled[(event.group, event.topic, event.queue_id)] = event.next_offset
+
+    def _lag(self):
+        """(topic, group, lag, in flight) per consumed topic, from committed offsets (scrape time)."""
+        totals: dict[tuple[str, str], list[int]] = {}
+        for (group, topic, queue_id), committed in self.store.offsets.table().items():
+            high = self.store.max_offset(topic, queue_id)
+            pulled = self._pulled.get((group, topic, queue_id), committed)
+            entry = totals.setdefault((topic, group), [0, 0])
+            entry[0] += max(0, high - committed)
+            entry[1] += max(0, pulled - committed)
+        return [(topic, group, lag, inflight) for (topic, group), (lag, inflight) in totals.items()]
+
+    def poll_client_stats(self) -> None:
+        """Ask every consumer for its running info (pull RT and TPS as the client measures them)."""
+        for name, group in list(self.clients.consumers.items()):
+            for conn, info in list(group.members.items()):
+                if not conn.connected or not info.client_id:
+                    continue
+                request = RemotingCommand(
+                    code=C.GET_CONSUMER_RUNNING_INFO,
+                    ext_fields=GetConsumerRunningInfoRequestHeader(
+                        consumer_group=name, client_id=info.client_id, jstack_enable=False
+                    ).to_ext(),
+                )
+                d = conn.request(request, CLIENT_STATS_TIMEOUT_S)
+                d.addCallback(self._running_info, name, info.client_id, conn.remote)
+                d.addErrback(lambda _f, g=name: self.metrics.client_stats_failures.labels(g).inc())
+
+    def _running_info(self, reply: RemotingCommand, group: str, client_id: str, remote: str) -> None:
+        if reply.code != 0 or not reply.body:
+            self.metrics.client_stats_failures.labels(group).inc()
+            return
+        try:
+            info = ConsumerRunningInfo.from_json(reply.body)
+        except CodecError:
+            self.metrics.client_stats_failures.labels(group).inc()
+            return
+        self.metrics.on_running_info(group, client_id, remote, info)
 
     def _expire_idle_clients(self) -> None:
         now = self.reactor.seconds()

@@ -184,7 +184,8 @@ class PullProcessor:
         matches = tag_filter.matches_tags_code if tag_filter is not None else (lambda code: True)
         started = self.clock.seconds()
         pull = HeldPull(
-            (header.topic, header.queue_id), resume_at, matches, conn, reread, started, started + timeout_s
+            (header.topic, header.queue_id), resume_at, matches, conn, reread, started, started + timeout_s,
+            header.consumer_group,
         )
         if not self.holds.hold(pull):
             return None

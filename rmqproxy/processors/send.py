@@ -10,6 +10,7 @@ without a null check).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 from twisted.internet import defer
 
@@ -21,6 +22,7 @@ from codec.message import BatchItem, HostPort, Message, decode_batch, string_to_
 
 from ..config import Config
 from ..store import MessageStore, PutResult, PutStatus
+from ..store.delay import SCHEDULE_TOPIC
 from ..topics import DLQ_PREFIX, RETRY_PREFIX, TopicTable, check_topic_name, dlq_topic
 
 DEFAULT_MAX_RECONSUME_TIMES = 16
@@ -56,10 +58,17 @@ def answer_put(request: RemotingCommand, result: PutResult) -> RemotingCommand:
 
 
 class SendProcessor:
-    def __init__(self, config: Config, store: MessageStore, topics: TopicTable) -> None:
+    def __init__(
+        self,
+        config: Config,
+        store: MessageStore,
+        topics: TopicTable,
+        on_put: Callable[[str, int, int, bool], None] | None = None,
+    ) -> None:
         self.config = config
         self.store = store
         self.topics = topics
+        self.on_put = on_put
         self._round_robin = itertools.count()
 
     def send(self, request: RemotingCommand, header, conn) -> RemotingCommand | defer.Deferred:
@@ -128,10 +137,17 @@ class SendProcessor:
                 return self._too_large(request)
             ticket = self.store.put(message(request.body, properties, header.flag))
         if ticket.done:
-            return answer_put(request, ticket.result)
+            return self._answer(request, ticket.result)
         d: defer.Deferred = defer.Deferred()
-        ticket.add_done_callback(lambda result: d.callback(answer_put(request, result)))
+        ticket.add_done_callback(lambda result: d.callback(self._answer(request, result)))
         return d
+
+    def _answer(self, request: RemotingCommand, result: PutResult) -> RemotingCommand:
+        if result.ok and self.on_put is not None:
+            delayed = result.messages[0].topic == SCHEDULE_TOPIC
+            topic = result.messages[0].properties.get("REAL_TOPIC") if delayed else result.messages[0].topic
+            self.on_put(topic or "", len(result.messages), sum(m.store_size for m in result.messages), delayed)
+        return answer_put(request, result)
 
     def _too_large(self, request: RemotingCommand) -> RemotingCommand:
         return request.response(

@@ -237,6 +237,7 @@ class MessageStore:
         clock: Callable[[], float] = time.time,
         post: Callable[[Callable[[], None]], None] | None = None,
         allocate: Callable[[int, int], None] | None = None,
+        on_flush: Callable[[float], None] | None = None,
     ) -> None:
         self.root = Path(root)
         self.config = config
@@ -244,6 +245,7 @@ class MessageStore:
         self.completions = post if post is not None else CompletionQueue()
         self._post = self.completions
         self._allocate = allocate
+        self.on_flush = on_flush  # called from the flush thread with each fsync round's seconds
         self.delay_levels_ms = parse_levels(config.message_delay_level)
         self._listeners: list[Callable[[Arrival], None]] = []
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
@@ -521,8 +523,12 @@ class MessageStore:
         target = self.commitlog.write_pos
         try:
             start = self._flushed - self._flushed % self.commitlog.segment_size
-            for segment in self.commitlog.dirty_segments(start, target):
+            began = time.perf_counter()
+            dirty_log = self.commitlog.dirty_segments(start, target) if target > self._flushed else []
+            for segment in dirty_log:
                 segment.fsync()
+            if dirty_log and self.on_flush is not None:
+                self.on_flush(time.perf_counter() - began)
             self._flushed = target
             if snapshot is not None:
                 dispatched, dirty, pending = snapshot

@@ -1,0 +1,134 @@
+"""Metrics through the whole server on task.Clock, read back with ``get_sample_value``."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+from twisted.web.test.requesthelper import DummyRequest
+
+from codec.bodies import LockBatchRequestBody, MessageQueue
+from codec.codes import RequestCode as C
+from rmqproxy.metrics import OTHER, LabelLimiter, Metrics, MetricsResource
+
+from ..server.harness import Client, make_server
+from ..server.test_broker import pull, send
+
+COMMON = {"cluster": "DefaultCluster", "node_type": "broker", "node_id": "rmqproxy-a"}
+
+
+def test_pull_latency_is_split_into_hold_and_service_time(tmp_path) -> None:
+    server, reactor = make_server(tmp_path)
+    r = server.registry
+    consumer, producer = Client(server, "c@1"), Client(server, "p@1")
+    consumer.heartbeat("cg", {"T": "*"})
+    send(producer, "T", b"x")
+    opaque = pull(consumer, "T", 1, sys_flag=0x2)
+    reactor.advance(3)
+    send(producer, "T", b"y")
+    consumer.answer(opaque)
+    timed_out = pull(consumer, "T", 2, sys_flag=0x2)
+    reactor.advance(15)
+    consumer.answer(timed_out)
+    labels = {"topic": "T", "consumer_group": "cg"}
+    assert r.get_sample_value("rmqproxy_pull_hold_seconds_count", {**labels, "wake": "arrival"}) == 1
+    assert r.get_sample_value("rmqproxy_pull_hold_seconds_sum", {**labels, "wake": "arrival"}) == 3.0
+    assert r.get_sample_value("rmqproxy_pull_hold_seconds_sum", {**labels, "wake": "timeout"}) == 15.0
+    assert r.get_sample_value("rmqproxy_hold_wakeups_total", {**labels, "wake": "timeout"}) == 1
+    assert r.get_sample_value("rmqproxy_pull_service_seconds_sum", labels) == 0.0  # no clock time passed
+    held = {**labels, "code": "SUCCESS", "held": "true"}
+    assert r.get_sample_value("rmqproxy_pull_latency_seconds_count", held) == 1
+    assert r.get_sample_value("rmqproxy_pull_latency_seconds_bucket", {**held, "le": "2.5"}) == 0
+    assert r.get_sample_value("rmqproxy_pull_latency_seconds_bucket", {**held, "le": "5.0"}) == 1
+    assert r.get_sample_value("rmqproxy_pull_hold_overshoot_seconds_count") == 1
+    assert r.get_sample_value("rmqproxy_pull_hold_overshoot_seconds_sum") == 0.0
+    server.stop()
+
+
+def test_held_pulls_gauge_reads_the_live_table(tmp_path) -> None:
+    server, reactor = make_server(tmp_path)
+    client = Client(server)
+    client.heartbeat("cg", {"T": "*"})
+    send(client, "T")
+    pull(client, "T", 1, sys_flag=0x2)
+    pull(client, "T", 0, queue_id=1, sys_flag=0x2)  # an empty queue at offset 0 is held too
+    assert server.registry.get_sample_value("rmqproxy_held_pulls", {"topic": "T", "consumer_group": "cg"}) == 2
+    client.conn.connectionLost(None)
+    assert server.registry.get_sample_value("rmqproxy_held_pulls", {"topic": "T", "consumer_group": "cg"}) is None
+    server.stop()
+
+
+def test_rocketmq_5x_broker_metrics_keep_their_names_and_labels(tmp_path) -> None:
+    server, reactor = make_server(tmp_path)
+    r = server.registry
+    client = Client(server)
+    client.heartbeat("cg", {"T": "*"})
+    for _ in range(3):
+        send(client, "T", b"12345")
+    client.answer(pull(client, "T", 0))
+    client.call(C.UPDATE_CONSUMER_OFFSET, consumer_group="cg", topic="T", queue_id=0, commit_offset=1)
+    produced = {**COMMON, "topic": "T", "message_type": "normal", "is_system": "false"}
+    assert r.get_sample_value("rocketmq_messages_in_total", produced) == 3
+    assert r.get_sample_value("rocketmq_throughput_in_total", produced) > 3 * 5
+    consumed = {**COMMON, "topic": "T", "consumer_group": "cg", "is_retry": "false", "is_system": "false"}
+    assert r.get_sample_value("rocketmq_messages_out_total", consumed) == 3
+    assert r.get_sample_value("rocketmq_consumer_lag_messages", consumed) == 2
+    assert r.get_sample_value("rocketmq_consumer_inflight_messages", consumed) == 2
+    rpc = {**COMMON, "protocol_type": "remoting", "request_code": "send_message_v2", "response_code": "success",
+           "is_long_polling": "false"}  # fmt: skip
+    assert r.get_sample_value("rocketmq_rpc_latency_count", rpc) == 3
+    conns = {**COMMON, "consumer_group": "cg", "language": "java", "version": "409", "consume_mode": "push",
+             "protocol_type": "remoting", "is_system": "false"}  # fmt: skip
+    assert r.get_sample_value("rocketmq_consumer_connections", conns) == 1
+    server.stop()
+
+
+def test_lock_metrics(tmp_path) -> None:
+    server, reactor = make_server(tmp_path, lock_release_on_disconnect="immediate")
+    a, b = Client(server, "a@1"), Client(server, "b@1")
+    mq = [MessageQueue("T", "rmqproxy-a", 0)]
+    a.call(C.LOCK_BATCH_MQ, body=LockBatchRequestBody("og", "a@1", None, mq).to_json())
+    b.call(C.LOCK_BATCH_MQ, body=LockBatchRequestBody("og", "b@1", None, mq).to_json())
+    r = server.registry
+    assert r.get_sample_value("rmqproxy_locked_queues", {"consumer_group": "og"}) == 1
+    assert r.get_sample_value("rmqproxy_lock_requests_total", {"consumer_group": "og", "op": "lock",
+                                                               "outcome": "refused"}) == 1  # fmt: skip
+    a.conn.connectionLost(None)
+    reactor.advance(0.5)
+    b.call(C.LOCK_BATCH_MQ, body=LockBatchRequestBody("og", "b@1", None, mq).to_json())
+    assert r.get_sample_value("rmqproxy_lock_handoff_seconds_sum", {"consumer_group": "og"}) == 0.5
+    server.stop()
+
+
+def test_client_view_comes_from_consumer_running_info(tmp_path) -> None:
+    server, reactor = make_server(tmp_path, client_stats_interval_s=60)
+    consumer = Client(server, "c@1#7")
+    consumer.heartbeat("cg", {"T": "*"})
+    consumer.read()
+    reactor.advance(60)
+    (asked,) = [c for c in consumer.read() if c.code == C.GET_CONSUMER_RUNNING_INFO]
+    body = (b'{"properties":{},"subscriptionSet":[],"mqTable":{},"statusTable":{"T":{"pullRT":15003.2,'
+            b'"pullTPS":0.5,"consumeRT":1.5,"consumeOKTPS":0.5,"consumeFailedTPS":0.0,"consumeFailedMsgs":2}}}')
+    consumer.conn.dataReceived(asked.response(0, body=body).encode())
+    labels = {"clientAddr": consumer.conn.remote, "clientId": "c@1#7", "group": "cg", "topic": "T"}
+    assert server.registry.get_sample_value("rocketmq_client_consumer_pull_rt", labels) == 15003.2
+    assert server.registry.get_sample_value("rocketmq_client_consume_fail_msg_count", labels) == 2
+    silent = Client(server, "s@1")
+    silent.heartbeat("cg", {"T": "*"})
+    reactor.advance(60)  # neither answers this round
+    reactor.advance(5)
+    assert server.registry.get_sample_value("rmqproxy_client_stats_failures_total", {"group": "cg"}) == 2
+    server.stop()
+
+
+def test_label_values_are_bounded_and_retry_topics_grouped() -> None:
+    limit = LabelLimiter(2)
+    assert [limit(t) for t in ("a", "b", "c", "a", "%RETRY%g1", "%DLQ%g2")] == ["a", "b", OTHER, "a", "%RETRY%",
+                                                                                 "%DLQ%"]  # fmt: skip
+
+
+def test_metrics_resource_renders_the_exposition_format() -> None:
+    registry = CollectorRegistry()
+    Metrics(registry, cluster="c", node_id="n").on_put("T", 2, 100, False)
+    request = DummyRequest([b"metrics"])
+    body = MetricsResource(registry).render_GET(request)
+    assert b'rocketmq_messages_in_total{cluster="c",is_system="false",message_type="normal",node_id="n",' in body
+    assert request.responseHeaders.getRawHeaders(b"content-type")[0].startswith(b"text/plain")
