@@ -67,6 +67,10 @@ class Connection(Protocol):
         return f"<Connection {self.id} {self.remote} {self.client_id}>"
 
     def connectionMade(self) -> None:
+        # Small answers must leave at once: with Nagle on, a reply waits for the ACK of the last
+        # one (up to the peer's delayed-ACK timeout). Netty, on both RocketMQ sides, sets it too.
+        if hasattr(self.transport, "setTcpNoDelay"):
+            self.transport.setTcpNoDelay(True)
         peer = self.transport.getPeer()
         self.remote = f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', 0)}"
         self.connected = True

@@ -53,11 +53,16 @@ class ScenarioServer(Protocol):
     @property
     def namesrv(self) -> str: ...
 
+    @property
+    def broker_addr(self) -> str: ...
+
     def restart(self) -> None: ...
 
     def stop(self) -> None: ...
 
     def log_tail(self, chars: int = 4000) -> str: ...
+
+    def close(self) -> None: ...
 
 
 def free_port(*, also_free: tuple[int, ...] = ()) -> int:
@@ -143,6 +148,7 @@ class RunningServer:
         self.port = port or free_port()
         self.message_delay_level = message_delay_level
         self.conf_path: Path | None = None
+        self.broker_conf = dict(broker_conf or {})
         if broker_conf:
             self.conf_path = self.workdir / "broker.conf"
             self.conf_path.write_text("".join(f"{k}={v}\n" for k, v in broker_conf.items()))
@@ -153,6 +159,11 @@ class RunningServer:
     @property
     def namesrv(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def broker_addr(self) -> str:
+        """The broker address routes point at: the same port (one process plays both roles)."""
+        return self.namesrv
 
     @property
     def command(self) -> list[str]:
@@ -166,6 +177,8 @@ class RunningServer:
             cmd += ["--message-delay-level", self.message_delay_level]
         if self.conf_path is not None:
             cmd += ["-c", str(self.conf_path)]
+        if "metricsPromExporterPort" not in self.broker_conf:
+            cmd += ["--metrics-prom-exporter-port", "0"]  # the default 5557 would clash between servers
         return cmd
 
     def start(self) -> None:

@@ -1,0 +1,85 @@
+"""End to end with the real Java client; prints a JSON report (numbers and machine), asserts nothing.
+
+1. sync sends of 1 KiB messages from 16 threads (msgs/s, latency p50/p99);
+2. a push consumer draining the backlog (default 1,000,000 messages) from the first offset;
+with the server's CPU seconds and peak RSS for each phase. Reference on this machine, Apache
+RocketMQ 4.9.7 (issue 6): sync send 22,300 msgs/s (p99 4.5 ms), drain 145,000 msgs/s. Targets:
+send >= 20,000 msgs/s, drain >= 100,000 msgs/s. ``--no-metrics`` turns the Prometheus exporter off
+to measure its overhead (issue 9: ratio >= 0.95).
+Run: ``python bench/e2e.py [--messages N] [--threads T] [--line 4.9|5] [--no-metrics]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from machine import machine  # noqa: E402
+
+from tests.interop.oracle import build_classpath  # noqa: E402
+from tests.interop.server import RunningServer, free_port  # noqa: E402
+
+PROGRAM = Path(__file__).resolve().parent / "java" / "E2eBench.java"
+
+
+def proc_stats(pid: int) -> tuple[float, int]:
+    """(CPU seconds, peak RSS bytes) of a process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = 100
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    peak = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            peak = int(line.split()[1]) * 1024
+    return cpu, peak
+
+
+def run_java(classpath: str, *args: str) -> dict:
+    out = subprocess.run(["java", "-Xms1g", "-Xmx2g", "-cp", classpath, str(PROGRAM), *args],
+                         capture_output=True, text=True, timeout=1800)  # fmt: skip
+    lines = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
+    if not lines:
+        raise RuntimeError(f"E2eBench {args[0]} failed:\n{out.stderr[-3000:]}")
+    return json.loads(lines[0][len("RESULT "):])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--line", default="4.9")
+    parser.add_argument("--no-metrics", action="store_true")
+    args = parser.parse_args(argv)
+    classpath = build_classpath(args.line)
+    conf = {"metricsPromExporterPort": "0" if args.no_metrics else str(free_port()),
+            "mappedFileSizeCommitLog": str(1 << 30)}  # fmt: skip
+    report: dict = {"benchmark": "e2e", "machine": machine(), "client_line": args.line,
+                    "metrics_exporter": not args.no_metrics, "messages": args.messages, "threads": args.threads}  # fmt: skip
+    with RunningServer(broker_conf=conf, message_delay_level=None) as server:
+        pid = server._proc.pid  # the serve process
+        cpu0, _ = proc_stats(pid)
+        started = time.perf_counter()
+        report["send"] = run_java(classpath, "send", server.namesrv, "E2eTopic", str(args.messages), str(args.threads))
+        cpu1, rss1 = proc_stats(pid)
+        report["send"]["server_cpu_s"] = round(cpu1 - cpu0, 2)
+        report["send"]["server_cpu_share"] = round((cpu1 - cpu0) / (time.perf_counter() - started), 2)
+        report["send"]["server_peak_rss_mib"] = round(rss1 / 2**20, 1)
+        started = time.perf_counter()
+        report["drain"] = run_java(classpath, "drain", server.namesrv, "E2eTopic", str(args.messages), "1")
+        cpu2, rss2 = proc_stats(pid)
+        report["drain"]["server_cpu_s"] = round(cpu2 - cpu1, 2)
+        report["drain"]["server_cpu_share"] = round((cpu2 - cpu1) / (time.perf_counter() - started), 2)
+        report["drain"]["server_peak_rss_mib"] = round(rss2 / 2**20, 1)
+    report["reference_apache_4_9_7"] = {"send_msgs_per_s": 22300, "send_p99_ms": 4.5, "drain_msgs_per_s": 145000}
+    report["targets"] = {"send_msgs_per_s": 20000, "drain_msgs_per_s": 100000}
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

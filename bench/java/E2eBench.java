@@ -1,0 +1,99 @@
+// Load generator for bench/e2e.py (run as a single-file source program with rocketmq-client on
+// the classpath). "send": THREADS threads of sync 1 KiB sends, TOTAL messages, reporting msgs/s
+// and latency percentiles. "drain": a push consumer reading TOTAL messages from the first offset,
+// reporting msgs/s. Prints one line: RESULT {json}.
+import java.util.Arrays;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.SendStatus;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.Message;
+
+public class E2eBench {
+    public static void main(String[] args) throws Exception {
+        String mode = args[0];
+        String namesrv = args[1];
+        String topic = args[2];
+        int total = Integer.parseInt(args[3]);
+        int threads = Integer.parseInt(args[4]);
+        if (mode.equals("send")) {
+            send(namesrv, topic, total, threads);
+        } else {
+            drain(namesrv, topic, total);
+        }
+    }
+
+    static void send(String namesrv, String topic, int total, int threads) throws Exception {
+        DefaultMQProducer producer = new DefaultMQProducer(topic + "-bench-pg");
+        producer.setNamesrvAddr(namesrv);
+        producer.setCompressMsgBodyOverHowmuch(1 << 20);
+        producer.start();
+        producer.send(new Message(topic, "warmup".getBytes()));
+        byte[] body = new byte[1024];
+        AtomicInteger next = new AtomicInteger();
+        AtomicInteger failed = new AtomicInteger();
+        long[] latencyNanos = new long[total];
+        Thread[] workers = new Thread[threads];
+        long start = System.nanoTime();
+        for (int t = 0; t < threads; t++) {
+            workers[t] = new Thread(() -> {
+                int i;
+                while ((i = next.getAndIncrement()) < total) {
+                    long begin = System.nanoTime();
+                    try {
+                        SendResult r = producer.send(new Message(topic, "TagA", "k" + i, body));
+                        if (r.getSendStatus() != SendStatus.SEND_OK) {
+                            failed.incrementAndGet();
+                        }
+                    } catch (Exception e) {
+                        failed.incrementAndGet();
+                    }
+                    latencyNanos[i] = System.nanoTime() - begin;
+                }
+            });
+            workers[t].start();
+        }
+        for (Thread w : workers) {
+            w.join();
+        }
+        double seconds = (System.nanoTime() - start) / 1e9;
+        Arrays.sort(latencyNanos);
+        System.out.printf("RESULT {\"msgs_per_s\":%.0f,\"seconds\":%.2f,\"failed\":%d,\"p50_ms\":%.3f,\"p99_ms\":%.3f}%n",
+            total / seconds, seconds, failed.get(), latencyNanos[total / 2] / 1e6, latencyNanos[(int) (total * 0.99)] / 1e6);
+        producer.shutdown();
+    }
+
+    static void drain(String namesrv, String topic, int total) throws Exception {
+        CountDownLatch done = new CountDownLatch(total);
+        AtomicLong first = new AtomicLong();
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(topic + "-bench-cg");
+        consumer.setNamesrvAddr(namesrv);
+        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        consumer.setConsumeMessageBatchMaxSize(32);
+        consumer.setPullBatchSize(32);
+        consumer.setConsumeThreadMin(4);
+        consumer.setConsumeThreadMax(4);
+        consumer.subscribe(topic, "*");
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+            first.compareAndSet(0, System.nanoTime());
+            for (int i = 0; i < msgs.size(); i++) {
+                done.countDown();
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        long start = System.nanoTime();
+        consumer.start();
+        boolean all = done.await(600, TimeUnit.SECONDS);
+        double seconds = (System.nanoTime() - start) / 1e9;
+        System.out.printf("RESULT {\"msgs_per_s\":%.0f,\"seconds\":%.2f,\"all\":%b,\"consumed\":%d}%n",
+            (total - done.getCount()) / seconds, seconds, all, total - done.getCount());
+        consumer.shutdown();
+    }
+}
