@@ -133,28 +133,36 @@ class Metrics:
             buckets=RPC_LATENCY_BUCKETS_MS, registry=registry,
         )  # fmt: skip
         self._client_view: dict[tuple[str, str, str, str], dict[str, float]] = {}
+        self._children: dict[tuple, Any] = {}
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """``metric.labels(*labels)``, cached: prometheus_client's lookup costs microseconds,
+        and the hot paths (every send and pull) use a handful of label sets over and over."""
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     # --- hooks --------------------------------------------------------------------------------
 
     def on_pull(self, event: PullEvent) -> None:
         """A pull was answered (PullProcessor listener)."""
         topic, group = self.topic_label(event.topic), self.group_label(event.group)
-        self.pull_latency.labels(topic, group, event.code, "true" if event.held else "false").observe(
-            event.total_ms / 1000
-        )
-        self.pull_service.labels(topic, group).observe(event.service_ms / 1000)
+        held = "true" if event.held else "false"
+        self._child(self.pull_latency, topic, group, event.code, held).observe(event.total_ms / 1000)
+        self._child(self.pull_service, topic, group).observe(event.service_ms / 1000)
         if event.held:
-            self.pull_hold.labels(topic, group, event.wake).observe(event.hold_ms / 1000)
-            self.wakeups.labels(topic, group, event.wake).inc()
+            self._child(self.pull_hold, topic, group, event.wake).observe(event.hold_ms / 1000)
+            self._child(self.wakeups, topic, group, event.wake).inc()
             if event.wake == "timeout" and event.suspend_ms:
                 self.hold_overshoot.observe(max(0.0, (event.hold_ms - event.suspend_ms) / 1000))
         if event.msgs:
             is_retry = "true" if event.topic.startswith("%RETRY%") else "false"
             labels = (*self.common, topic, group, is_retry, is_system_topic(event.topic))
-            self.messages_out.labels(*labels).inc(event.msgs)
-            self.throughput_out.labels(*labels).inc(event.bytes)
-        long_polling = "true" if event.held else "false"
-        self.rpc_latency.labels(*self.common, "remoting", "pull_message", event.code.lower(), long_polling).observe(
+            self._child(self.messages_out, *labels).inc(event.msgs)
+            self._child(self.throughput_out, *labels).inc(event.bytes)
+        self._child(self.rpc_latency, *self.common, "remoting", "pull_message", event.code.lower(), held).observe(
             event.total_ms
         )
 
@@ -163,13 +171,13 @@ class Metrics:
         if topic.startswith(("%RETRY%", "%DLQ%")):
             return  # RocketMQ counts retry and DLQ puts elsewhere
         labels = (*self.common, self.topic_label(topic), "delay" if delayed else "normal", is_system_topic(topic))
-        self.messages_in.labels(*labels).inc(messages)
-        self.throughput_in.labels(*labels).inc(size)
+        self._child(self.messages_in, *labels).inc(messages)
+        self._child(self.throughput_in, *labels).inc(size)
 
     def on_request(self, request_code: int, response_code: int, elapsed_ms: float) -> None:
         """Any other request answered (not pulls: those come with their event)."""
-        self.rpc_latency.labels(
-            *self.common, "remoting", code_name(request_code, response=False).lower(),
+        self._child(
+            self.rpc_latency, *self.common, "remoting", code_name(request_code, response=False).lower(),
             code_name(response_code, response=True).lower(), "false",
         ).observe(elapsed_ms)  # fmt: skip
 
