@@ -56,6 +56,7 @@ class Connection(Protocol):
         self.decoder = FrameDecoder(max_frame_bytes)
         self.on_close = on_close
         self.remote = "unknown"
+        self.born_host = None  # the peer as a message's BORNHOST, parsed once (send processor)
         self.client_id = ""
         self.language = "JAVA"
         self.version = 0

@@ -72,11 +72,11 @@ class SendProcessor:
         self._round_robin = itertools.count()
 
     def send(self, request: RemotingCommand, header, conn) -> RemotingCommand | defer.Deferred:
-        problem = check_topic_name(header.topic)
-        if problem is not None:
-            return request.response(ResponseCode.SYSTEM_ERROR, problem)
-        topic = self.topics.get(header.topic)
+        topic = self.topics.get(header.topic)  # a known topic already has a valid name
         if topic is None:
+            problem = check_topic_name(header.topic)
+            if problem is not None:
+                return request.response(ResponseCode.SYSTEM_ERROR, problem)
             topic = self.topics.create_on_send(
                 header.topic, header.default_topic or "", header.default_topic_queue_nums or 4
             )
@@ -106,7 +106,9 @@ class SendProcessor:
                 self.topics.ensure(topic_name)
                 queue_id = 0
                 properties.pop("DELAY", None)
-        born = born_host(conn.remote)
+        born = conn.born_host
+        if born is None:
+            born = conn.born_host = born_host(conn.remote)
 
         def message(body: bytes, props: dict[str, str], flag: int) -> Message:
             return Message(
