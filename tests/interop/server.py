@@ -24,12 +24,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, Self
 
 __all__ = [
     "SHORT_DELAY_LEVELS",
-    "ScenarioServer",
     "RunningServer",
+    "ScenarioServer",
     "ServerError",
     "free_port",
     "serve_available",
@@ -114,7 +114,7 @@ def _tail(path: Path, chars: int) -> str:
 
 def _serve_help() -> str:
     proc = subprocess.run(
-        [sys.executable, "-m", "rmqproxy.cli", "serve", "--help"],
+        [sys.executable, "-m", "rmqproxy.cli", "serve", "--help"], check=False,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60,
     )
     return proc.stdout if proc.returncode == 0 else ""
@@ -236,7 +236,7 @@ class RunningServer:
             if self._own_workdir and not os.environ.get("RMQ_SCENARIO_KEEP"):
                 shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def __enter__(self) -> RunningServer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

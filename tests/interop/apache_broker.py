@@ -1,0 +1,202 @@
+"""The reference Apache RocketMQ 4.9.7 name server and broker, for running the scenarios as a baseline.
+
+``RMQ_SCENARIO_TARGET=apache pytest tests/interop/test_scenarios.py`` runs every scenario against
+this instead of rmqproxy.  Two JVMs (``NamesrvStartup``, ``BrokerStartup``) from the Maven Central
+artifacts (``scenarios/reference-broker/pom.xml``; 4.9.7 is the newest 4.9.x broker published),
+on loopback, with a temporary ``ROCKETMQ_HOME`` (logback configs writing to files), store and
+``user.home``.  The broker listens on ``port`` and, as the reference always does, also binds
+``port - 2`` (VIP channel) and ``port + 1`` (HA).  Same interface as ``server.RunningServer``:
+``namesrv``, ``restart()`` (both processes, same ports and store), ``stop()``, ``log_tail()``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Self
+
+from .maven import build_classpath
+from .server import SHORT_DELAY_LEVELS, ServerError, free_port, wait_for_line
+
+__all__ = ["REFERENCE_VERSION", "ApacheBroker"]
+
+REFERENCE_VERSION = os.environ.get("RMQ_REFERENCE_BROKER_VERSION", "4.9.7")
+PROJECT = Path(__file__).resolve().parent / "scenarios" / "reference-broker"
+
+_LOGBACK = """<?xml version="1.0" encoding="UTF-8"?>
+<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>{file}</file>
+    <append>true</append>
+    <encoder><pattern>%d{{HH:mm:ss.SSS}} %-5p [%t] %c{{0}} - %m%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="FILE"/></root>
+</configuration>
+"""
+
+_JVM_FLAGS = [
+    "-Xms256m", "-Xmx768m", "-XX:MaxDirectMemorySize=512m",
+    "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+    # 4.9.x unmaps files reflectively (DirectBuffer.cleaner().clean()); without these a restart on
+    # an existing store fails in IndexService.load with InaccessibleObjectException on Java 17
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-exports=java.base/jdk.internal.ref=ALL-UNNAMED",
+    "-Dfile.encoding=UTF-8",
+]
+
+
+class ApacheBroker:
+    """Name server + broker JVMs of the reference Apache RocketMQ (context manager)."""
+
+    name = f"apache-{REFERENCE_VERSION}"
+    START_TIMEOUT = 90.0
+    STOP_TIMEOUT = 60.0
+    BROKER_NAME = "broker-a"
+
+    def __init__(
+        self,
+        *,
+        message_delay_level: str | None = SHORT_DELAY_LEVELS,
+        broker_conf: dict[str, str] | None = None,
+        workdir: Path | None = None,
+    ) -> None:
+        self.classpath = build_classpath(PROJECT, REFERENCE_VERSION)
+        self._own_workdir = workdir is None
+        self.workdir = Path(tempfile.mkdtemp(prefix="rmq-reference-")) if workdir is None else workdir
+        self.namesrv_port = free_port()
+        self.port = free_port(also_free=(-2, 1))
+        home = self.workdir / "home"
+        (home / "conf").mkdir(parents=True, exist_ok=True)
+        for role in ("namesrv", "broker"):
+            (home / "conf" / f"logback_{role}.xml").write_text(_LOGBACK.format(file=self.workdir / f"{role}.log"))
+        self.home = home
+        self.namesrv_conf = self.workdir / "namesrv.conf"
+        self.namesrv_conf.write_text(
+            f"listenPort={self.namesrv_port}\n"
+            f"kvConfigPath={self.workdir / 'namesrv' / 'kvConfig.json'}\n"
+        )
+        store = self.workdir / "store"
+        conf = {
+            "brokerClusterName": "DefaultCluster",
+            "brokerName": self.BROKER_NAME,
+            "brokerId": "0",
+            "brokerRole": "ASYNC_MASTER",
+            "flushDiskType": "ASYNC_FLUSH",
+            "brokerIP1": "127.0.0.1",
+            "listenPort": str(self.port),
+            "namesrvAddr": self.namesrv,
+            "storePathRootDir": str(store),
+            "storePathCommitLog": str(store / "commitlog"),
+            "mappedFileSizeCommitLog": str(64 * 1024 * 1024),
+            "autoCreateTopicEnable": "true",
+            "autoCreateSubscriptionGroup": "true",
+        }
+        if message_delay_level:
+            conf["messageDelayLevel"] = message_delay_level
+        conf.update(broker_conf or {})
+        self.broker_conf = self.workdir / "broker.conf"
+        self.broker_conf.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+        self.out_path = self.workdir / "processes.out"
+        self._namesrv: subprocess.Popen[bytes] | None = None
+        self._broker: subprocess.Popen[bytes] | None = None
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def namesrv(self) -> str:
+        return f"127.0.0.1:{self.namesrv_port}"
+
+    @property
+    def broker_addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _spawn(self, main_class: str, conf: Path, needle: str) -> subprocess.Popen[bytes]:
+        cmd = [
+            shutil.which("java") or "java", *_JVM_FLAGS,
+            f"-Duser.home={self.workdir}",
+            f"-Drocketmq.home.dir={self.home}",
+            "-cp", self.classpath, main_class, "-c", str(conf),
+        ]
+        env = {**os.environ, "ROCKETMQ_HOME": str(self.home)}
+        env.pop("ROCKETMQ_SERIALIZE_TYPE", None)
+        env.pop("NAMESRV_ADDR", None)
+        offset = self.out_path.stat().st_size if self.out_path.exists() else 0
+        with open(self.out_path, "ab") as out:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env)
+        try:
+            wait_for_line(self.out_path, needle, proc, self.START_TIMEOUT, offset)
+        except ServerError as e:
+            self._terminate(proc)
+            raise ServerError(f"{e}\n--- log tail ---\n{self.log_tail()}") from None
+        return proc
+
+    def start(self) -> None:
+        self._namesrv = self._spawn(
+            "org.apache.rocketmq.namesrv.NamesrvStartup", self.namesrv_conf, "The Name Server boot success"
+        )
+        self._broker = self._spawn(
+            "org.apache.rocketmq.broker.BrokerStartup", self.broker_conf, f"{self.broker_addr}] boot success"
+        )
+
+    def _terminate(self, proc: subprocess.Popen[bytes] | None) -> None:
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)  # both run their shutdown hooks (broker: unregister, flush)
+        try:
+            proc.wait(timeout=self.STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise ServerError(f"{proc.args[-3]} did not exit within {self.STOP_TIMEOUT:.0f}s of SIGTERM") from None
+
+    def stop(self) -> None:
+        try:
+            self._terminate(self._broker)
+        finally:
+            self._terminate(self._namesrv)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def alive(self) -> bool:
+        return all(p is not None and p.poll() is None for p in (self._namesrv, self._broker))
+
+    def log_tail(self, chars: int = 4000) -> str:
+        parts = []
+        for path in (self.out_path, self.workdir / "broker.log"):
+            try:
+                parts.append(f"--- {path.name} ---\n" + path.read_text(errors="replace")[-chars:])
+            except OSError:
+                pass
+        return "\n".join(parts) or "(no log)"
+
+    def close(self) -> None:
+        """Kill both JVMs (the store is thrown away, so their 10 s graceful shutdown buys nothing)."""
+        try:
+            for proc in (self._broker, self._namesrv):
+                if proc is not None and proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        finally:
+            if self._own_workdir and not os.environ.get("RMQ_SCENARIO_KEEP"):
+                shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"ApacheBroker(namesrv={self.namesrv!r}, broker={self.broker_addr!r}, workdir={str(self.workdir)!r})"
