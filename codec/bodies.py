@@ -387,6 +387,20 @@ class GroupList(Body):
 
 
 @dataclasses.dataclass
+class TopicConfigAndQueueMapping(Body):
+    """GET_TOPIC_CONFIG (351, 5.x) answer: a TopicConfig (``mappingDetail`` of static topics omitted)."""
+
+    topic_name: str | None = jfield("topicName", STR)
+    read_queue_nums: int = jfield("readQueueNums", INT, 0)
+    write_queue_nums: int = jfield("writeQueueNums", INT, 0)
+    perm: int = jfield("perm", INT, 0)
+    topic_filter_type: str = jfield("topicFilterType", STR, "SINGLE_TAG")
+    topic_sys_flag: int = jfield("topicSysFlag", INT, 0)
+    order: bool = jfield("order", BOOL, False)
+    attributes: dict[str, str] = jfield("attributes", MapOf(STR, STR), factory=dict)
+
+
+@dataclasses.dataclass
 class KVTable(Body):
     table: dict[str, str] = jfield("table", MapOf(STR, STR), factory=dict)
 

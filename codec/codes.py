@@ -53,6 +53,7 @@ class RequestCode(enum.IntEnum):
     GET_CONSUMER_RUNNING_INFO = 307
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
+    GET_TOPIC_CONFIG = 351  # 5.x (mqadmin topicStatus, consumerProgress)
     LITE_PULL_MESSAGE = 361  # 5.x
     # 5.x server-side rebalance / POP; answered REQUEST_CODE_NOT_SUPPORTED.
     QUERY_ASSIGNMENT = 400

@@ -279,6 +279,7 @@ DeleteTopicFromNamesrvRequestHeader = _define(
     "DeleteTopicFromNamesrvRequestHeader", "topic:S! clusterName:S" + _TOPIC_RPC, namesrv=True)
 GetTopicsByClusterRequestHeader = _define("GetTopicsByClusterRequestHeader", "cluster:S!")
 QueryTopicConsumeByWhoRequestHeader = _define("QueryTopicConsumeByWhoRequestHeader", "topic:S!" + _TOPIC_RPC)
+GetTopicConfigRequestHeader = _define("GetTopicConfigRequestHeader", "topic:S!" + _TOPIC_RPC)
 GetConsumerRunningInfoRequestHeader = _define(
     "GetConsumerRunningInfoRequestHeader", "consumerGroup:S! clientId:S! jstackEnable:B=false" + _RPC
 )
@@ -342,6 +343,7 @@ REQUEST_HEADERS: dict[int, HeaderCodec] = {
     _C.GET_TOPICS_BY_CLUSTER: GetTopicsByClusterRequestHeader.CODEC,
     _C.QUERY_TOPIC_CONSUME_BY_WHO: QueryTopicConsumeByWhoRequestHeader.CODEC,
     _C.GET_CONSUMER_RUNNING_INFO: GetConsumerRunningInfoRequestHeader.CODEC,
+    _C.GET_TOPIC_CONFIG: GetTopicConfigRequestHeader.CODEC,
     _C.SEND_MESSAGE_V2: SEND_V2,
     _C.SEND_BATCH_MESSAGE: SEND_V2,
 }

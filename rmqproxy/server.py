@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from prometheus_client import CollectorRegistry
-from twisted.internet import task
+from twisted.internet import defer, task
 from twisted.internet.interfaces import IListeningPort
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
@@ -47,12 +47,14 @@ class _Factory(Factory):
         self.server = server
 
     def buildProtocol(self, addr: Any) -> Connection:
-        return Connection(
+        conn = Connection(
             self.server.dispatcher,
             self.server.reactor,
             max_frame_bytes=self.server.config.max_frame_size,
             on_close=self.server.connection_closed,
         )
+        self.server.connections.add(conn)
+        return conn
 
 
 class Server:
@@ -139,6 +141,7 @@ class Server:
             C.UPDATE_AND_CREATE_TOPIC: admin.create_topic,
             C.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
             C.GET_TOPIC_STATS_INFO: admin.topic_stats,
+            C.GET_TOPIC_CONFIG: admin.topic_config,
             C.GET_CONSUME_STATS: admin.consume_stats,
             C.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
             C.GET_BROKER_CONFIG: admin.broker_config,
@@ -151,6 +154,8 @@ class Server:
         }, clock=reactor, on_answer=self.metrics.on_request,
            unmeasured=frozenset({C.PULL_MESSAGE, C.LITE_PULL_MESSAGE}))  # fmt: skip
         self.ports: list[IListeningPort] = []
+        self.connections: set[Connection] = set()
+        self._all_closed: defer.Deferred | None = None
         self._loops: list[task.LoopingCall] = []
 
     def start(self) -> None:
@@ -181,6 +186,9 @@ class Server:
         )  # fmt: skip
 
     def connection_closed(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+        if not self.connections and self._all_closed is not None and not self._all_closed.called:
+            self._all_closed.callback(None)
         if conn.client_id:
             self.metrics.forget_client(conn.client_id)
         self.holds.connection_closed(conn)
@@ -238,15 +246,26 @@ class Server:
                 log.info("closing {conn}: no heartbeat for {limit} s", conn=conn, limit=limit)
                 conn.close()
 
-    def stop(self) -> None:
-        """Answer held pulls, stop listening, flush and close the store."""
+    def stop(self) -> defer.Deferred:
+        """Stop listening, answer held pulls, flush and close the store, and close client
+        connections gracefully; the Deferred fires once they are gone (at most 2 s), so the
+        reactor lets queued answers reach the clients before it exits. A Java 4.9 client does
+        not fail requests pending on a closed connection: unanswered held pulls would make it
+        wait out its 30 s pull timeout after a restart."""
         for loop in self._loops:
             if loop.running:
                 loop.stop()
-        self.holds.shutdown()
         for port in self.ports:
             port.stopListening()
+        self.holds.shutdown()
         self.hold_log.close()
         self.locks.close()
         self.store.shutdown()
         log.info("rmqproxy stopped; store flushed")
+        self._all_closed = defer.Deferred()
+        if not self.connections:
+            self._all_closed.callback(None)
+        for conn in list(self.connections):
+            conn.close()
+        timeout = self.reactor.callLater(2.0, lambda: None if self._all_closed.called else self._all_closed.callback(None))
+        return self._all_closed.addBoth(lambda result: timeout.cancel() if timeout.active() else None)

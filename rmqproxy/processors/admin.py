@@ -18,6 +18,7 @@ from codec.bodies import (
     KVTable,
     MessageQueue,
     OffsetWrapper,
+    TopicConfigAndQueueMapping,
     TopicOffset,
     TopicStatsTable,
 )
@@ -80,6 +81,16 @@ class AdminProcessor:
         self.topics.delete(header.topic)
         self.store.offsets.remove_topic(header.topic)
         return request.response(ResponseCode.SUCCESS)
+
+    def topic_config(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        topic = self.topics.get(header.topic)
+        if topic is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {header.topic}")
+        body = TopicConfigAndQueueMapping(
+            topic.name, topic.read_queue_nums, topic.write_queue_nums, topic.perm, "SINGLE_TAG",
+            topic.topic_sys_flag, topic.order,
+        )  # fmt: skip
+        return request.response(ResponseCode.SUCCESS, body=body.to_json())
 
     def topic_stats(self, request: RemotingCommand, header, conn) -> RemotingCommand:
         topic = self.topics.get(header.topic)

@@ -1,7 +1,8 @@
 """PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361): PROTOCOL.md §4.3, §5, §7.
 
 Pre-checks in the 4.9.8 order, the subscription (the request's with the SUBSCRIPTION flag, else
-the one registered by heartbeat), a store read, and the status → response-code table below. A
+the one registered by heartbeat; none registered, or an older one, is served unfiltered where the
+reference answers 24/25 — see ``_serve``), a store read, and the status → response-code table. A
 first pass with the SUSPEND flag whose answer would be PULL_NOT_FOUND — or NO_MATCHED_MESSAGE
 with the scan at the queue's end, which the reference answers PULL_RETRY_IMMEDIATELY only for
 the client to come straight back and be held — is held by the hold service instead. Every answer
@@ -115,21 +116,15 @@ class PullProcessor:
             subscription = build_subscription(header.topic, header.subscription, header.sub_version)
         else:
             group = self.clients.consumer_group(header.consumer_group)
-            if group is None:
-                return request.response(
-                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                    f"the consumer's group info not exist, group: {header.consumer_group}",
-                )
-            subscription = group.subscriptions.get(header.topic)
-            if subscription is None:
-                return request.response(
-                    ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist, topic: {header.topic}"
-                )
-            if (subscription.sub_version or 0) < header.sub_version:
-                return request.response(
-                    ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
-                )
-            if (subscription.expression_type or "TAG") != "TAG":
+            subscription = group.subscriptions.get(header.topic) if group is not None else None
+            if subscription is None or (subscription.sub_version or 0) < header.sub_version:
+                # The reference answers 24 (not registered) or 25 (registered one older than the
+                # client's), and the client retries 1-3 s later until its next heartbeat: up to
+                # 30 s of nothing after a broker restart (4.9.x does not re-heartbeat on
+                # reconnect) or a 5.x start-up heartbeat race. Serving without broker-side
+                # filtering is always safe: the client filters by its own tag strings.
+                subscription = build_subscription(header.topic, "*", header.sub_version)
+            elif (subscription.expression_type or "TAG") != "TAG":
                 return request.response(
                     ResponseCode.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92"
                 )

@@ -51,6 +51,12 @@ def test_unknown_topic_route_is_topic_not_exist(broker) -> None:
     assert answer.code == R.TOPIC_NOT_EXIST and answer.remark.startswith("No topic route info in name server")
 
 
+def test_a_retry_topic_routes_before_its_groups_first_heartbeat(broker) -> None:
+    answer = Client(broker[0]).call(C.GET_ROUTEINFO_BY_TOPIC, topic="%RETRY%fresh")
+    route = TopicRouteData.from_json(answer.body)
+    assert answer.code == R.SUCCESS and (route.queue_datas[0].read_queue_nums, route.queue_datas[0].perm) == (1, 6)
+
+
 def test_tbw102_routes_inheritable_for_auto_create_in_both_key_forms(broker) -> None:
     modern = Client(broker[0], version=409).call(C.GET_ROUTEINFO_BY_TOPIC, topic="TBW102")
     legacy = Client(broker[0], version=317).call(C.GET_ROUTEINFO_BY_TOPIC, topic="TBW102")
@@ -100,13 +106,17 @@ def test_batch_items_get_consecutive_offsets_and_keep_their_own_properties(broke
     assert all("WAIT" not in m.properties and m.properties["CLUSTER"] == "DefaultCluster" for m in stored)
 
 
-def test_pull_needs_a_registered_subscription_unless_it_sends_one(broker) -> None:
+def test_pull_without_a_registered_subscription_is_served_unfiltered(broker) -> None:
     client = Client(broker[0])
-    send(client, "T")
-    answer = client.answer(pull(client, "T", 0))
-    assert answer.code == R.SUBSCRIPTION_NOT_EXIST
-    answer = client.answer(pull(client, "T", 0, sys_flag=0x4, subscription="*"))
-    assert answer.code == R.SUCCESS and len(decode_messages(answer.body)) == 1
+    send(client, "T", b"a", tags="TagA")
+    send(client, "T", b"b", tags="TagB")
+    answer = client.answer(pull(client, "T", 0))  # no heartbeat yet (e.g. right after a restart)
+    assert answer.code == R.SUCCESS and len(decode_messages(answer.body)) == 2
+    client.heartbeat("cg", {"T": "TagA"})
+    newer = client.answer(pull(client, "T", 0, sub_version=2))  # the client's subscription is newer
+    assert len(decode_messages(newer.body)) == 2  # unfiltered: the client filters by tag itself
+    answer = client.answer(pull(client, "T", 0, sys_flag=0x4, subscription="TagB"))
+    assert [m.body for m in decode_messages(answer.body)] == [b"b"]
 
 
 def test_pull_statuses_map_to_codes_with_all_four_offsets(broker) -> None:
