@@ -59,8 +59,10 @@ def main(argv: list[str] | None = None) -> None:
     classpath = build_classpath(args.line)
     conf = {"metricsPromExporterPort": "0" if args.no_metrics else str(free_port()),
             "mappedFileSizeCommitLog": str(1 << 30)}  # fmt: skip
-    report: dict = {"benchmark": "e2e", "machine": machine(), "client_line": args.line,
-                    "metrics_exporter": not args.no_metrics, "messages": args.messages, "threads": args.threads}  # fmt: skip
+    report: dict = {
+        "benchmark": "e2e", "machine": machine(), "client_line": args.line, "metrics_exporter": not args.no_metrics,
+        "messages": args.messages, "threads": args.threads,
+    }  # fmt: skip
     with RunningServer(broker_conf=conf, message_delay_level=None) as server:
         pid = server._proc.pid  # the serve process
         cpu0, _ = proc_stats(pid)

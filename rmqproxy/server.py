@@ -267,5 +267,11 @@ class Server:
             self._all_closed.callback(None)
         for conn in list(self.connections):
             conn.close()
-        timeout = self.reactor.callLater(2.0, lambda: None if self._all_closed.called else self._all_closed.callback(None))
-        return self._all_closed.addBoth(lambda result: timeout.cancel() if timeout.active() else None)
+        all_closed = self._all_closed
+
+        def give_up() -> None:
+            if not all_closed.called:
+                all_closed.callback(None)
+
+        timeout = self.reactor.callLater(2.0, give_up)
+        return all_closed.addBoth(lambda _: timeout.cancel() if timeout.active() else None)
