@@ -1,1 +1,6 @@
-"""Grafana dashboards generated from code (see DESIGN.md, Metrics)."""
+"""Grafana dashboards and Prometheus alert rules generated from code (DESIGN.md, Metrics).
+
+``python -m dashboards`` writes ``json/*.json`` (Pull path, Orderly & locks, Broker overview) and
+``alerts.yml``; both are committed, and a test keeps them equal to what the generator makes.
+Metric names come from ``rmqproxy.metrics`` (``names``), thresholds from ``alerts``.
+"""

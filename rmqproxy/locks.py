@@ -20,6 +20,7 @@ Time comes from the injected clock; each pending release is one ``callLater`` (n
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Callable, Hashable, Iterable
 
@@ -45,7 +46,8 @@ class LockStats:
     """Counters the metrics module exports."""
 
     requests: dict[tuple[str, str, str], int] = dataclasses.field(default_factory=dict)  # (group, op, outcome)
-    handoffs: list[tuple[str, float]] = dataclasses.field(default_factory=list)  # (group, seconds)
+    # (group, seconds) of the most recent handoffs; bounded, for tests and benchmarks
+    handoffs: collections.deque = dataclasses.field(default_factory=lambda: collections.deque(maxlen=1000))
 
     def count(self, group: str, op: str, outcome: str) -> None:
         key = (group, op, outcome)
@@ -71,7 +73,7 @@ class LockManager:
         self.on_handoff = on_handoff
         self.tables: dict[str, dict[MessageQueue, LockEntry]] = {}
         self._wanted: dict[tuple[str, MessageQueue], float] = {}  # refused request → first refusal time
-        self._freed_at: dict[tuple[str, MessageQueue], float] = {}
+        self._freed_at: dict[tuple[str, MessageQueue], tuple[float, str]] = {}  # → (when, by whom)
         self._connections: dict[str, set[Hashable]] = {}  # client id → live connections
         self._pending: dict[str, IDelayedCall] = {}  # client id → scheduled release
         self.stats = LockStats()
@@ -93,7 +95,7 @@ class LockManager:
             entry = table.get(mq)
             if entry is None or entry.client_id == client_id or now - entry.last_update > self.max_live_s:
                 if entry is None or entry.client_id != client_id:
-                    self._granted(group, mq, now)
+                    self._granted(group, mq, now, client_id)
                 table[mq] = LockEntry(client_id, now)
                 held.append(mq)
             else:
@@ -109,7 +111,7 @@ class LockManager:
         for mq in released:
             del table[mq]
         self.stats.count(group, "unlock", "released" if released else "none")
-        self._freed(group, released)
+        self._freed(group, released, client_id)
 
     def locked_queues(self, group: str) -> int:
         """Queues of ``group`` locked and not expired now (gauge)."""
@@ -165,26 +167,26 @@ class LockManager:
             released = [mq for mq, entry in table.items() if entry.client_id == client_id]
             for mq in released:
                 del table[mq]
-            self._freed(name, released)
+            self._freed(name, released, client_id)
 
     # --- handoff ----------------------------------------------------------------------------
 
-    def _freed(self, group: str, mqs: list[MessageQueue]) -> None:
+    def _freed(self, group: str, mqs: list[MessageQueue], by: str) -> None:
         now = self.clock.seconds()
         wanted = False
         for mq in mqs:
-            self._freed_at[(group, mq)] = now
+            self._freed_at[(group, mq)] = (now, by)
             wanted = wanted or (group, mq) in self._wanted
         if wanted and self.on_free is not None:
             self.on_free(group)
 
-    def _granted(self, group: str, mq: MessageQueue, now: float) -> None:
+    def _granted(self, group: str, mq: MessageQueue, now: float, to: str) -> None:
         self._wanted.pop((group, mq), None)
         freed = self._freed_at.pop((group, mq), None)
-        if freed is not None:
-            self.stats.handoffs.append((group, now - freed))
+        if freed is not None and freed[1] != to:  # a client taking back its own queue is no handoff
+            self.stats.handoffs.append((group, now - freed[0]))
             if self.on_handoff is not None:
-                self.on_handoff(group, now - freed)
+                self.on_handoff(group, now - freed[0])
 
     def close(self) -> None:
         for call in self._pending.values():

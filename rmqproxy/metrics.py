@@ -29,6 +29,7 @@ from twisted.web.resource import Resource
 from codec.bodies import ConsumerRunningInfo
 from codec.codes import code_name
 
+from .hold import WAKE_TIMEOUT
 from .holdlog import PullEvent
 
 #: Seconds; from 0.5 ms (a local read) to 30 s (past the Java client's pull timeout).
@@ -155,7 +156,7 @@ class Metrics:
         if event.held:
             self._child(self.pull_hold, topic, group, event.wake).observe(event.hold_ms / 1000)
             self._child(self.wakeups, topic, group, event.wake).inc()
-            if event.wake == "timeout" and event.suspend_ms:
+            if event.wake == WAKE_TIMEOUT and event.suspend_ms:
                 self.hold_overshoot.observe(max(0.0, (event.hold_ms - event.suspend_ms) / 1000))
         if event.msgs:
             is_retry = "true" if event.topic.startswith("%RETRY%") else "false"

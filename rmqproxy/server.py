@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, disable_created_metrics
 from twisted.internet import defer, task
 from twisted.internet.interfaces import IListeningPort
 from twisted.internet.protocol import Factory
@@ -62,6 +62,7 @@ class Server:
         self.config = config
         self.reactor = reactor
         host, port = config.advertised_address.rsplit(":", 1)
+        disable_created_metrics()  # RocketMQ and rocketmq-exporter export no *_created series
         self.registry = CollectorRegistry()
         self.metrics = Metrics(self.registry, cluster=config.cluster_name, node_id=config.broker_name)
         self.store = MessageStore(
@@ -213,6 +214,7 @@ class Server:
     def poll_client_stats(self) -> None:
         """Ask every consumer for its running info (pull RT and TPS as the client measures them)."""
         for name, group in list(self.clients.consumers.items()):
+            failures = self.metrics.client_stats_failures.labels(self.metrics.group_label(name))  # at 0 from the start
             for conn, info in list(group.members.items()):
                 if not conn.connected or not info.client_id:
                     continue
@@ -224,16 +226,17 @@ class Server:
                 )
                 d = conn.request(request, CLIENT_STATS_TIMEOUT_S)
                 d.addCallback(self._running_info, name, info.client_id, conn.remote)
-                d.addErrback(lambda _f, g=name: self.metrics.client_stats_failures.labels(g).inc())
+                d.addErrback(lambda _f, counter=failures: counter.inc())
 
     def _running_info(self, reply: RemotingCommand, group: str, client_id: str, remote: str) -> None:
+        failures = self.metrics.client_stats_failures.labels(self.metrics.group_label(group))
         if reply.code != 0 or not reply.body:
-            self.metrics.client_stats_failures.labels(group).inc()
+            failures.inc()
             return
         try:
             info = ConsumerRunningInfo.from_json(reply.body)
         except CodecError:
-            self.metrics.client_stats_failures.labels(group).inc()
+            failures.inc()
             return
         self.metrics.on_running_info(group, client_id, remote, info)
 

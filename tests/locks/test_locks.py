@@ -102,7 +102,7 @@ def test_immediate_mode_frees_when_the_last_connection_closes_and_notifies_waite
     assert freed == ["g"] and locks.locked_queues("g") == 0
     clock.advance(0.25)
     assert locks.lock("g", "b", Q[:1]) == Q[:1]
-    assert locks.stats.handoffs == [("g", pytest.approx(0.25))]
+    assert list(locks.stats.handoffs) == [("g", pytest.approx(0.25))]
 
 
 def test_freeing_queues_nobody_waits_for_does_not_notify() -> None:
