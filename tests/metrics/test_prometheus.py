@@ -65,6 +65,7 @@ DEADLINE_S = 75.0
 #: they would still be ramping up (rate() divides by the whole window) while the run is younger
 #: than a minute. Quantiles and means are ratios of rates, unaffected, and keep the 1 m window.
 RECENT = {"__rate_interval": "15s"}
+WHOLE_RUN = {"__rate_interval": "5m"}
 
 
 class MetricsServer(RunningServer):
@@ -321,6 +322,7 @@ def test_broker_overview_numbers_are_plausible(stack: Stack) -> None:
         seen["flush p99 s"] = stack.one(panel("broker-overview", "Store flush (fsync) p50 / p99", "B"))
         assert 0 < seen["flush p99 s"] < 1
         failing = stack.by(panel("broker-overview", "Client stats requests failing", **RECENT), "group")
+        failing = {g: v for g, v in failing.items() if v > 0}  # every polled group has a series, from 0
         seen["stats failures /s"] = failing
         assert list(failing) == [SILENT_GROUP] and 0.3 <= failing[SILENT_GROUP] <= 0.7  # one per 2 s poll
         reporting = stack.by(panel("broker-overview", "Consumers reporting client stats"), "group")
@@ -337,7 +339,8 @@ def test_orderly_and_lock_numbers_are_plausible(stack: Stack) -> None:
         assert locked == 5, f"the 4 queues of {ORDERLY} and its retry queue, got {locked}"
         seen["handoffs"] = stack.one(panel("orderly-locks", "Lock handoffs (in 15m)"), consumer_group=group)
         assert seen["handoffs"] >= 2, "o2 joins, o1 leaves, o3 joins"
-        seen["handoff p99 s"] = stack.one(panel("orderly-locks", "Lock handoff time p50 / p99", "B"))
+        # Handoffs are rare (a few per run): take the quantile over the whole run, not the last minute.
+        seen["handoff p99 s"] = stack.one(panel("orderly-locks", "Lock handoff time p50 / p99", "B", **WHOLE_RUN))
         assert 0 <= seen["handoff p99 s"] < 5, "a freed queue is offered at once, not on the 20 s rebalance"
         requests = stack.values(panel("orderly-locks", "Lock requests by outcome"))
         outcomes = {(dict(k)["op"], dict(k)["outcome"]) for k in requests}
