@@ -48,7 +48,11 @@ class PullEvent:
     max_offset: int
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
+        # dataclasses.asdict deep-copies every value (~100 us an event); the fields are scalars.
+        return json.dumps({name: getattr(self, name) for name in _FIELDS}, separators=(",", ":"))
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(PullEvent))
 
 
 def log_file_name(ts_ms: int) -> str:

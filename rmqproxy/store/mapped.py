@@ -45,7 +45,9 @@ class Segment:
 
     __slots__ = ("path", "base", "size", "fd", "mm", "_closed", "_lock")
 
-    def __init__(self, path: Path, base: int, size: int, *, create: bool, allocate: Callable[[int, int], None]) -> None:
+    def __init__(
+        self, path: Path, base: int, size: int, *, create: bool, allocate: Callable[[int, int], None]
+    ) -> None:
         self.path = path
         self.base = base
         self.size = size
@@ -56,8 +58,7 @@ class Segment:
         try:
             if create:
                 allocate(fd, size)
-                os.rename(work, path)
-                _fsync_dir(path.parent)  # the name must survive a power loss, like the data
+                os.rename(work, path)  # the directory is fsynced by SegmentQueue.sync_directory
             elif os.fstat(fd).st_size != size:
                 raise OSError(f"segment {path} has {os.fstat(fd).st_size} bytes, expected {size}")
             self.mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
@@ -173,6 +174,7 @@ class SegmentQueue:
         self.segment_size = segment_size
         self.allocate = allocate
         self.segments: dict[int, Segment] = {}  # segment index -> Segment, ascending insertion
+        self.directory_dirty = False  # a segment was created since the directory was last fsynced
         directory.mkdir(parents=True, exist_ok=True)
         for entry in sorted(directory.iterdir()):
             if entry.name.endswith(".new"):
@@ -198,7 +200,15 @@ class SegmentQueue:
                 self.directory / segment_name(base), base, self.segment_size, create=True, allocate=self.allocate
             )
             self.segments[index] = segment
+            self.directory_dirty = True
         return segment
+
+    def sync_directory(self) -> None:
+        """Make new segments' names durable (a power loss must not lose a file whose data was
+        fsynced). The flush thread calls this before it reports anything durable."""
+        if self.directory_dirty:
+            self.directory_dirty = False
+            _fsync_dir(self.directory)
 
     @property
     def first(self) -> Segment | None:

@@ -527,6 +527,7 @@ class MessageStore:
             dirty_log = self.commitlog.dirty_segments(start, target) if target > self._flushed else []
             for segment in dirty_log:
                 segment.fsync()
+            self.commitlog.files.sync_directory()
             if dirty_log and self.on_flush is not None:
                 self.on_flush(time.perf_counter() - began)
             self._flushed = target
@@ -534,6 +535,8 @@ class MessageStore:
                 dispatched, dirty, pending = snapshot
                 for segment in dirty:
                     segment.fsync()
+                for cq in list(self._queues.values()):
+                    cq.files.sync_directory()
                 self.index.write(pending)
                 write_json_atomic(self.root / "checkpoint", {"physical": dispatched})
                 self.offsets.persist()
