@@ -51,8 +51,6 @@ overridden with the environment variables ``RMQ_ORACLE_VERSION_4_9`` and ``RMQ_O
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import json
 import os
 import select
@@ -61,6 +59,8 @@ import subprocess
 import time
 from pathlib import Path
 from typing import Any
+
+from . import maven
 
 __all__ = [
     "ORACLE_LINES",
@@ -80,6 +80,9 @@ ORACLE_LINES: dict[str, str] = {
 }
 
 ORACLE_DIR = Path(__file__).resolve().parent / "oracle"
+
+OracleBuildError = maven.MavenBuildError
+missing_tools = maven.missing_tools
 MAIN_CLASS = "rmqproxy.oracle.Oracle"
 
 
@@ -87,17 +90,8 @@ class OracleError(Exception):
     """The Java side answered {"error": ...} (the message is "<java class>: <message>")."""
 
 
-class OracleBuildError(RuntimeError):
-    """Maven could not build the oracle."""
-
-
 class OracleProcessError(RuntimeError):
     """The Java process died, closed its output or did not answer in time."""
-
-
-def missing_tools() -> list[str]:
-    """Names of the external tools (mvn, java) not found on PATH."""
-    return [tool for tool in ("mvn", "java") if shutil.which(tool) is None]
 
 
 def _version_of(line: str) -> str:
@@ -108,61 +102,10 @@ def _target(version: str) -> Path:
     return ORACLE_DIR / "target" / version
 
 
-def _source_stamp(version: str) -> str:
-    h = hashlib.sha256(version.encode())
-    files = [ORACLE_DIR / "pom.xml", *sorted((ORACLE_DIR / "src").rglob("*.java"))]
-    for f in files:
-        h.update(str(f.relative_to(ORACLE_DIR)).encode())
-        h.update(f.read_bytes())
-    return h.hexdigest()
-
-
-def _read_classpath(target: Path) -> str | None:
-    cp_file = target / "classpath.txt"
-    classes = target / "classes"
-    if not cp_file.is_file() or not (classes / "rmqproxy" / "oracle" / "Oracle.class").is_file():
-        return None
-    entries = [e for e in cp_file.read_text().strip().split(os.pathsep) if e]
-    if not all(Path(e).exists() for e in entries):
-        return None
-    return os.pathsep.join([str(classes), *entries])
-
-
 def build_classpath(line: str) -> str:
-    """Compile the oracle for a client line ("4.9", "5" or an explicit version) and return its classpath.
-
-    Reuses target/<version>/ when pom.xml and the Java sources are unchanged since the last build.
-    """
-    version = _version_of(line)
-    target = _target(version)
-    target.mkdir(parents=True, exist_ok=True)
-    stamp_file = target / "oracle.stamp"
-    stamp = _source_stamp(version)
-    with open(ORACLE_DIR / "target" / f".{version}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent sessions (xdist) build one at a time
-        if stamp_file.is_file() and stamp_file.read_text() == stamp:
-            cp = _read_classpath(target)
-            if cp is not None:
-                return cp
-        stamp_file.unlink(missing_ok=True)
-        cmd = [
-            "mvn", "-B", "-q", "-Dstyle.color=never",
-            "-f", str(ORACLE_DIR / "pom.xml"),
-            f"-Drocketmq.version={version}",
-            "compile", "dependency:build-classpath",
-            "-Dmdep.includeScope=runtime",
-            f"-Dmdep.outputFile={target / 'classpath.txt'}",
-        ]
-        proc = subprocess.run(cmd, cwd=ORACLE_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if proc.returncode != 0:
-            raise OracleBuildError(
-                f"{' '.join(cmd)} failed with exit code {proc.returncode}:\n{proc.stdout[-4000:]}"
-            )
-        cp = _read_classpath(target)
-        if cp is None:
-            raise OracleBuildError(f"maven succeeded but {target} has no classes/classpath.txt")
-        stamp_file.write_text(stamp)
-        return cp
+    """Compile the oracle for a client line ("4.9", "5" or an explicit version) and return its classpath
+    (``maven.build_classpath``: reused while pom.xml and the sources are unchanged)."""
+    return maven.build_classpath(ORACLE_DIR, _version_of(line), marker="rmqproxy/oracle/Oracle.class")
 
 
 class Oracle:
