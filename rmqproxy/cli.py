@@ -53,5 +53,14 @@ def serve(conf_file: Path | None, **overrides) -> None:
     reactor.run()
 
 
+def _register_report() -> None:
+    """``rmqproxy report``: the PySpark report (click only here; pyspark loads when it runs)."""
+    from spark_jobs.cli import report
+
+    main.add_command(report)
+
+
+_register_report()
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,111 @@
+"""Reading inputs and writing outputs for the jobs, through Hadoop's FileSystem API so that any
+URI Spark can read (local paths, ``file:``, ``hdfs:``, ``s3a:`` with its connector...) works for
+the small files too (CSV summaries, report.html, summary.json), not just for Spark's writers.
+
+Inputs: each ``--input`` is a file, a directory (its files, not recursively; names starting
+with ``_`` or ``.`` skipped, as Hadoop does), or a glob; ``.gz`` (and other Hadoop codecs) are
+decompressed by extension. Every line keeps the path of its file (``source``).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+from collections.abc import Iterable, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+
+def read_lines(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:
+    """Every line of every input as (``value``, ``source``)."""
+    if not inputs:
+        raise ValueError("no input given")
+    text = spark.read.text(list(inputs))
+    return text.select(F.col("value"), F.input_file_name().alias("source"))
+
+
+def _path(spark: SparkSession, uri: str):
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    return path, path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+
+
+def write_bytes(spark: SparkSession, uri: str, data: bytes) -> None:
+    """Create or replace the file ``uri`` with ``data``."""
+    path, fs = _path(spark, uri)
+    out = fs.create(path, True)
+    try:
+        step = 1 << 20
+        for i in range(0, len(data), step):
+            out.write(bytearray(data[i : i + step]))
+    finally:
+        out.close()
+
+
+def read_bytes(spark: SparkSession, uri: str) -> bytes:
+    path, fs = _path(spark, uri)
+    stream = fs.open(path)
+    try:
+        length = fs.getFileStatus(path).getLen()
+        buf = bytearray(length)
+        stream.readFully(0, buf)
+        return bytes(buf)
+    finally:
+        stream.close()
+
+
+def exists(spark: SparkSession, uri: str) -> bool:
+    path, fs = _path(spark, uri)
+    return bool(fs.exists(path))
+
+
+def _cell(value: object) -> object:
+    if isinstance(value, dt.datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, float):
+        return repr(round(value, 6))
+    return value
+
+
+def to_csv(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> bytes:
+    """A CSV document (header row, RFC 4180 quoting, '' for null, UTC timestamps)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow(["" if v is None else _cell(v) for v in row])
+    return buf.getvalue().encode()
+
+
+def to_json(document: object) -> bytes:
+    return (json.dumps(document, indent=2, sort_keys=True, default=str) + "\n").encode()
+
+
+def join(base: str, *parts: str) -> str:
+    return "/".join([base.rstrip("/"), *parts])
+
+
+def write_tables(
+    spark: SparkSession, output: str, tables: dict[str, DataFrame], partitioned: Sequence[str], log=None
+) -> dict[str, tuple[list[str], list[tuple]]]:
+    """Write each (small) summary table as Parquet (``partitioned`` ones by ``date``) and as one
+    CSV file ``csv/<name>.csv``; returns their collected (columns, rows) for the report.
+
+    Tables stay cached (a later table may be built on an earlier one, as the arrival-rate table is
+    on the minute table): the caller clears the cache when done."""
+    collected: dict[str, tuple[list[str], list[tuple]]] = {}
+    for name, df in tables.items():
+        if log is not None:
+            log(f"computing {name}")
+        table = df.cache()
+        writer = table.write.mode("overwrite")
+        if name in partitioned:
+            writer = writer.partitionBy("date")
+        writer.parquet(join(output, name))
+        rows = [tuple(r) for r in table.collect()]
+        collected[name] = (table.columns, rows)
+        write_bytes(spark, join(output, "csv", f"{name}.csv"), to_csv(table.columns, rows))
+    return collected

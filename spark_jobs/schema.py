@@ -1,0 +1,57 @@
+"""Explicit Spark schemas: the pull/hold event as logged, and what the jobs write.
+
+``PULL_EVENT`` is ``rmqproxy.holdlog.PullEvent`` field for field (DESIGN.md, "Pull/hold event"):
+same names, same order, epoch-ms and counters as longs, durations as doubles. Nothing is ever
+inferred; ``tests/spark/test_schema.py`` checks this table against the dataclass.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import types as T
+
+#: (field, Spark type) in PullEvent order.
+PULL_EVENT_FIELDS: tuple[tuple[str, T.DataType], ...] = (
+    ("ts_ms", T.LongType()),
+    ("arrived_ms", T.LongType()),
+    ("group", T.StringType()),
+    ("topic", T.StringType()),
+    ("queue_id", T.IntegerType()),
+    ("client_id", T.StringType()),
+    ("remote", T.StringType()),
+    ("offset", T.LongType()),
+    ("max_msgs", T.IntegerType()),
+    ("suspend_ms", T.LongType()),
+    ("held", T.BooleanType()),
+    ("hold_ms", T.DoubleType()),
+    ("service_ms", T.DoubleType()),
+    ("total_ms", T.DoubleType()),
+    ("wake", T.StringType()),
+    ("mode", T.StringType()),
+    ("code", T.StringType()),
+    ("msgs", T.LongType()),
+    ("bytes", T.LongType()),
+    ("next_offset", T.LongType()),
+    ("max_offset", T.LongType()),
+)
+
+#: Every field is required: a line missing one, or with one of the wrong type, is rejected.
+PULL_EVENT = T.StructType([T.StructField(name, kind, nullable=False) for name, kind in PULL_EVENT_FIELDS])
+
+#: Spark's JSON reader puts the raw text of a line it could not convert here (PERMISSIVE mode).
+CORRUPT_COLUMN = "_corrupt_record"
+PULL_EVENT_READ = T.StructType(
+    [T.StructField(name, kind, nullable=True) for name, kind in PULL_EVENT_FIELDS]
+    + [T.StructField(CORRUPT_COLUMN, T.StringType(), nullable=True)]
+)
+
+#: Wake reasons the server writes (rmqproxy/hold.py); anything else counts as "other".
+WAKES = ("none", "arrival", "timeout", "disconnect", "shutdown")
+
+#: One rejected input line: where it came from, why, and the line itself.
+REJECT = T.StructType(
+    [
+        T.StructField("source", T.StringType(), nullable=False),
+        T.StructField("reason", T.StringType(), nullable=False),
+        T.StructField("line", T.StringType(), nullable=False),
+    ]
+)

@@ -1,0 +1,55 @@
+"""hold_report on a real event log: ``rmqproxy serve`` driven by the Apache RocketMQ 4.9.8 Java
+client (tests/interop/java/HoldLatency.java: an idle push consumer whose pulls time out at 15 s,
+then three messages that wake held pulls)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from tests.interop.oracle import build_classpath, missing_tools
+from tests.interop.server import RunningServer
+from tests.interop.test_hold_latency import PROGRAM
+
+
+@pytest.mark.interop
+def test_hold_report_on_a_log_written_by_rmqproxy_serve_for_the_java_client(spark, tmp_path) -> None:
+    from spark_jobs import hold_report
+
+    missing = missing_tools()
+    if missing:
+        message = f"needs {' and '.join(missing)} on PATH"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    topic = "SparkHoldReport"
+    with RunningServer(workdir=tmp_path / "server") as server:
+        run = subprocess.run(
+            ["java", "-cp", build_classpath("4.9"), str(PROGRAM), server.namesrv, topic, "3", "1500", "16000"],
+            check=False, capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+        log_dir = server.store_dir / "logs"
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = [x for p in sorted(log_dir.glob("pulls-*.jsonl")) for x in p.read_text().splitlines()]
+    mine = [json.loads(x) for x in lines if json.loads(x)["topic"] == topic]
+
+    out = tmp_path / "report"
+    summary = hold_report.run(spark, [str(log_dir)], str(out), min_pulls=1)
+
+    assert (summary["events"], summary["rejected"]) == (len(lines), 0)
+    rows = {(r["group"], r["topic"]): r for r in spark.read.parquet(str(out / "group_topic")).collect()}
+    row = rows[f"{topic}-cg", topic]
+    assert row["pulls"] == len(mine)
+    assert row["timeouts"] == sum(e["wake"] == "timeout" for e in mine) >= 1
+    assert row["wake_arrival_share"] * row["pulls"] == pytest.approx(sum(e["wake"] == "arrival" for e in mine))
+    assert sum(e["wake"] == "arrival" for e in mine) >= 3
+    # held pulls that timed out were answered at the client's 15 s suspend time, a few ms late at most
+    assert 0 <= row["overshoot_ms_max"] < 200
+    assert 14_990 <= row["hold_ms_max"] < 15_200
+    assert row["service_ms_p50"] < 50
+    assert row["msgs"] == sum(e["msgs"] for e in mine) >= 3
+    html = (out / "report.html").read_text()
+    assert f"<td>{topic}-cg</td><td>{topic}</td>" in html

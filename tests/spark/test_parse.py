@@ -1,0 +1,87 @@
+"""Reading event lines: every line is either an event or a reject with a reason, never dropped."""
+
+from __future__ import annotations
+
+import gzip
+
+from .helpers import T0, dumps, event, line, lines_frame
+
+
+def _good(i: int) -> str:
+    return line(event(ts_ms=T0 + i, offset=i))
+
+
+def test_each_bad_line_is_rejected_with_its_reason(spark) -> None:
+    from pyspark.testing import assertDataFrameEqual
+
+    from spark_jobs import transforms
+
+    missing = event()
+    del missing["held"]
+    del missing["wake"]
+    wrong_type = dict(event(), held="yes")
+    fractional_offset = dict(event(), offset=1.5)
+    nan = dumps(event()).replace('"hold_ms":0.0', '"hold_ms":NaN')
+    huge = dumps(event()).replace('"hold_ms":0.0', '"hold_ms":1e999')
+    good = [_good(i) for i in range(3)]
+    bad = [
+        ("", "blank"),
+        ("   ", "blank"),
+        ("not json", "malformed"),
+        ('{"ts_ms":1,', "malformed"),
+        ("[1,2]", "malformed"),
+        ("null", "malformed"),
+        (dumps(wrong_type), "malformed"),
+        (dumps(fractional_offset), "malformed"),
+        (nan, "malformed"),
+        (good[0] + good[1], "trailing_data"),
+        (good[0] + " trailing", "trailing_data"),
+        (dumps(missing), "missing_field:held,wake"),
+        ("{}", "missing_field:" + ",".join(transforms.FIELDS)),
+        (huge, "non_finite"),
+    ]
+    lines = lines_frame(spark, good + [text for text, _ in bad] + [good[2] + "  "], source="file:/logs/a.jsonl")
+    parsed = transforms.parse_lines(lines)
+
+    rejected = transforms.rejected_lines(parsed)
+    expected = spark.createDataFrame(
+        [("file:/logs/a.jsonl", reason, text) for text, reason in bad], "source string, reason string, line string"
+    )
+    assertDataFrameEqual(rejected, expected)
+    kept = transforms.valid_events(parsed)
+    assert sorted(r["ts_ms"] for r in kept.collect()) == [T0, T0 + 1, T0 + 2, T0 + 2]
+    counts = {r["reason"]: r["count"] for r in transforms.reject_counts(parsed).collect()}
+    assert counts[None] == 4 and sum(counts.values()) == 4 + len(bad)
+
+
+def test_a_good_line_parses_to_the_exact_event(spark) -> None:
+    from spark_jobs import transforms
+
+    e = event(ts_ms=T0 + 5, arrived_ms=T0 - 14_995, held=True, hold_ms=15000.123, service_ms=0.25, total_ms=15000.373,
+              wake="timeout", code="PULL_NOT_FOUND", msgs=0, bytes=0, client_id="", remote="[::1]:61000",
+              queue_id=7, offset=2**40, next_offset=2**40, max_offset=2**40)  # fmt: skip
+    (row,) = transforms.valid_events(transforms.parse_lines(lines_frame(spark, [line(e)]))).collect()
+    assert row.asDict() == e
+
+
+def test_files_directories_globs_and_gzip_are_read_with_their_source(spark, tmp_path) -> None:
+    from spark_jobs import files, transforms
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "pulls-20240513-20.jsonl").write_text(_good(1) + "\n" + _good(2) + "\n")
+    with gzip.open(logs / "pulls-20240513-21.jsonl.gz", "wt") as f:
+        f.write(_good(3) + "\n{broken\n")
+    (tmp_path / "other.jsonl").write_text(_good(4) + "\n")
+
+    def read(*inputs: str) -> list[tuple[int, str | None]]:
+        parsed = transforms.parse_lines(files.read_lines(spark, list(inputs)))
+        return sorted((r["ts_ms"] or 0, r["reason"]) for r in parsed.collect())
+
+    assert read(str(logs)) == [(0, "malformed"), (T0 + 1, None), (T0 + 2, None), (T0 + 3, None)]
+    assert read(str(logs / "*.gz")) == [(0, "malformed"), (T0 + 3, None)]
+    assert read(f"file://{logs}/pulls-20240513-20.jsonl", str(tmp_path / "other.jsonl")) == [
+        (T0 + 1, None), (T0 + 2, None), (T0 + 4, None)
+    ]  # fmt: skip
+    rejected = transforms.rejected_lines(transforms.parse_lines(files.read_lines(spark, [str(logs)]))).collect()
+    assert [(r["source"].rsplit("/", 1)[-1], r["line"]) for r in rejected] == [("pulls-20240513-21.jsonl.gz", "{broken")]
