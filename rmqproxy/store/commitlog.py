@@ -11,13 +11,13 @@ is patched in at append time, so callers encode before they know where the recor
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from codec.errors import MessageError
 from codec.message import MAGIC_V1, MAGIC_V2, Message, decode_message
 
-from .mapped import Prefaulter, Segment, SegmentQueue, zero_range
+from .mapped import Allocate, Prefaulter, Segment, SegmentQueue, zero_range
 
 BLANK_MAGIC = 0xCBD43194  # RocketMQ CommitLog.BLANK_MAGIC_CODE (-875286124)
 MIN_BLANK = 8  # END_FILE_MIN_BLANK_LENGTH: room kept for the blank marker
@@ -31,7 +31,7 @@ _PHYS = struct.Struct(">q")
 class CommitLog:
     """Append-only segments of records. Owner thread only, except ``Segment.fsync``."""
 
-    def __init__(self, directory: Path, segment_size: int, allocate: Callable[[int, int], None] | None = None) -> None:
+    def __init__(self, directory: Path, segment_size: int, allocate: Allocate | None = None) -> None:
         kwargs = {"allocate": allocate} if allocate is not None else {}
         self.files = SegmentQueue(directory, segment_size, **kwargs)
         self.segment_size = segment_size
@@ -57,26 +57,30 @@ class CommitLog:
     def fits(self, size: int) -> bool:
         return size + MIN_BLANK <= self.segment_size
 
-    def prepare(self, size: int) -> int:
-        """Physical offset a record of ``size`` bytes will get; allocates the segment (OSError if
-        the disk is full) and writes the blank marker when it must roll. Call before ``append``."""
+    def prepare(self, size: int) -> Segment:
+        """The segment a record of ``size`` bytes will go to at ``write_pos``, with disk blocks
+        for it (OSError if the disk is full); writes the blank marker and rolls to the next
+        segment first when the record does not fit. Call before writing the record."""
         pos = self.write_pos
         room = self.segment_size - pos % self.segment_size
         if size + MIN_BLANK > room:
-            segment = self.files.get_or_create(pos)
+            segment = self.files.reserve(pos, pos + MIN_BLANK)
             _HEAD.pack_into(segment.mm, pos - segment.base, room, BLANK_MAGIC)
             pos += room
             self.write_pos = pos
-            self.files.get_or_create(pos)
+            segment = self.files.reserve(pos, pos + size)
             if self.prefaulter is not None:
                 self.prefaulter.kick(pos)
-        self.files.get_or_create(pos)
-        return pos
+            return segment
+        segment = self.files.segments.get(pos // self.segment_size)
+        if segment is None or pos + size - segment.base > segment.allocated:
+            segment = self.files.reserve(pos, pos + size)
+        return segment
 
     def append(self, record: bytes) -> int:
         """Write ``record`` and patch its physical offset; return the offset."""
-        pos = self.prepare(len(record))
-        segment = self.files.segments[pos // self.segment_size]
+        segment = self.prepare(len(record))
+        pos = self.write_pos
         at = pos - segment.base
         end = pos + len(record)
         prefaulter = self.prefaulter
@@ -119,14 +123,15 @@ class CommitLog:
         return [s for s in self.files.ordered() if first <= s.base // self.segment_size <= last]
 
     def reserve(self, sizes: list[int]) -> None:
-        """Allocate every segment that appending records of ``sizes`` will need, so the appends
+        """Allocate the disk blocks that appending records of ``sizes`` will need, so the appends
         themselves cannot fail half way (OSError here, before anything is written)."""
         pos = self.write_pos
         for size in sizes:
             room = self.segment_size - pos % self.segment_size
             if size + MIN_BLANK > room:
+                self.files.reserve(pos, pos + MIN_BLANK)
                 pos += room
-            self.files.get_or_create(pos)
+            self.files.reserve(pos, pos + size)
             pos += size
 
     def scan(self, start: int, *, check_crc: bool) -> Iterator[tuple[int, Message]]:

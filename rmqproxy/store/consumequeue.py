@@ -3,19 +3,20 @@
 An entry is (physical offset int64, record size int32, tags code int64), RocketMQ's
 ``ConsumeQueue.CQ_STORE_UNIT_SIZE`` layout, so reads by queue offset and tag filtering never scan
 the commit log. Logical offsets start at 0 and never repeat; entry ``n`` lives at byte ``20 * n``
-of the queue's global byte space, split into segments of ``entries_per_file`` entries. Files are
-allocated in full, so unwritten entries read as zeros: a written entry always has size > 0.
+of the queue's global byte space, split into segments of ``entries_per_file`` entries. Files have
+their full size from the start (sparse, blocks allocated ``ALLOCATE_STEP`` at a time), so
+unwritten entries read as zeros: a written entry always has size > 0.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from pathlib import Path
 
-from .mapped import SegmentQueue
+from .mapped import Allocate, SegmentQueue
 
 UNIT = 20
+ALLOCATE_STEP = 64 << 10  # 3276 entries: a queue that sees a few messages costs 64 KiB of disk
 _ENTRY = struct.Struct(">qiq")
 
 
@@ -23,10 +24,10 @@ class ConsumeQueue:
     """One queue's entries. ``min_offset``/``max_offset`` are logical (entry counts)."""
 
     def __init__(
-        self, directory: Path, entries_per_file: int, allocate: Callable[[int, int], None] | None = None
+        self, directory: Path, entries_per_file: int, allocate: Allocate | None = None
     ) -> None:
         kwargs = {"allocate": allocate} if allocate is not None else {}
-        self.files = SegmentQueue(directory, entries_per_file * UNIT, **kwargs)
+        self.files = SegmentQueue(directory, entries_per_file * UNIT, step=ALLOCATE_STEP, **kwargs)
         self.entries_per_file = entries_per_file
         self.min_offset = 0
         self.max_offset = 0
@@ -48,9 +49,10 @@ class ConsumeQueue:
                 hi = mid
         self.max_offset = last.base // UNIT + lo
 
-    def ensure(self, offset: int) -> None:
-        """Allocate the file for entry ``offset`` now (OSError if the disk is full)."""
-        self.files.get_or_create(offset * UNIT)
+    def ensure(self, first: int, last: int) -> None:
+        """Allocate disk blocks for entries ``first`` to ``last`` now (OSError if the disk is full),
+        so ``put`` never writes to a page without them."""
+        self.files.reserve(first * UNIT, (last + 1) * UNIT)
 
     def put(self, offset: int, phys: int, size: int, tags_code: int):
         """Write entry ``offset``; returns its segment (for the flusher's dirty set)."""

@@ -1,11 +1,13 @@
 """Fixed-size, memory-mapped segment files named by the global offset of their first byte.
 
 Both the commit log and the consume queues are a ``SegmentQueue``: an ordered list of equally
-sized files ``<dir>/<20-digit base offset>``, as RocketMQ lays them out. A segment is allocated in
-full when created (``posix_fallocate``), so running out of disk fails that call with ``OSError``
-instead of a SIGBUS on a later write through the mapping. Writes go through the mapping (no
-syscall per record); durability comes from ``fsync`` on the file descriptor, which releases the
-GIL, so a flusher thread can make data durable while the owner thread keeps appending.
+sized files ``<dir>/<20-digit base offset>``, as RocketMQ lays them out. A segment file has its
+full size from the start but is sparse: disk blocks are allocated (``posix_fallocate``) in steps
+just ahead of the writer, through ``reserve``, so an idle topic costs kilobytes rather than a
+whole segment, and running out of disk fails ``reserve`` with ``OSError`` instead of a SIGBUS on a
+later write through the mapping. Writes go through the mapping (no syscall per record);
+durability comes from ``fsync`` on the file descriptor, which releases the GIL, so a flusher
+thread can make data durable while the owner thread keeps appending.
 
 Threading: one owner thread creates, writes and deletes segments; a flusher thread may call
 ``Segment.fsync`` concurrently (the file descriptor stays open until ``close``).
@@ -28,8 +30,12 @@ def segment_name(base: int) -> str:
     return f"{base:0{OFFSET_DIGITS}d}"
 
 
-def _allocate(fd: int, size: int) -> None:
-    os.posix_fallocate(fd, 0, size)
+Allocate = Callable[[int, int, int], None]  # (fd, offset, length): give that range disk blocks
+DEFAULT_STEP = 16 << 20  # bytes allocated at a time ahead of the writer (capped by segment size)
+
+
+def _allocate(fd: int, offset: int, length: int) -> None:
+    os.posix_fallocate(fd, offset, length)
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -43,21 +49,26 @@ def _fsync_dir(directory: Path) -> None:
 class Segment:
     """One mapped file of ``size`` bytes holding global offsets [base, base + size)."""
 
-    __slots__ = ("path", "base", "size", "fd", "mm", "_closed", "_lock")
+    __slots__ = ("path", "base", "size", "fd", "mm", "allocated", "step", "_allocate", "_closed", "_lock")
 
     def __init__(
-        self, path: Path, base: int, size: int, *, create: bool, allocate: Callable[[int, int], None]
+        self, path: Path, base: int, size: int, *, create: bool, allocate: Allocate, step: int = DEFAULT_STEP
     ) -> None:
         self.path = path
         self.base = base
         self.size = size
-        # A new segment is allocated under a temporary name and renamed into place, so a crash
+        self.step = step
+        self._allocate = allocate
+        self.allocated = 0  # bytes [0, allocated) have disk blocks (an opened file: unknown, so 0)
+        # A new segment is sized under a temporary name and renamed into place, so a crash
         # never leaves a segment of the wrong size behind (leftover temporaries are removed).
         work = path.with_name(path.name + ".new") if create else path
         fd = os.open(work, os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0), 0o644)
         try:
             if create:
-                allocate(fd, size)
+                os.ftruncate(fd, size)
+                self.fd = fd
+                self.reserve(0, 1)  # a full disk fails here, before the segment is used
                 os.rename(work, path)  # the directory is fsynced by SegmentQueue.sync_directory
             elif os.fstat(fd).st_size != size:
                 raise OSError(f"segment {path} has {os.fstat(fd).st_size} bytes, expected {size}")
@@ -74,6 +85,16 @@ class Segment:
     @property
     def end(self) -> int:
         return self.base + self.size
+
+    def reserve(self, start: int, end: int) -> None:
+        """Make sure bytes [start, end) of this segment have disk blocks before they are written
+        (``OSError`` if the disk is full). Writers advance sequentially, so only the part past
+        ``allocated`` is allocated, rounded up by ``step``."""
+        if end > self.allocated:
+            lo = max(start, self.allocated)
+            hi = min(self.size, max(end, lo + self.step))
+            self._allocate(self.fd, lo, hi - lo)
+            self.allocated = hi
 
     def prefault(self, start: int, length: int) -> None:
         """Fault in pages [start, start + length) for writing, so appends do not each take a page
@@ -111,9 +132,16 @@ _ZEROS = bytes(1 << 20)
 
 
 def zero_range(segment: Segment, start: int, end: int) -> None:
-    """Zero bytes [start, end) of a segment in 1 MiB steps (no segment-sized allocation)."""
+    """Zero bytes [start, end) of a segment in 1 MiB steps (no segment-sized allocation),
+    skipping holes of the sparse file, which read as zeros already."""
     while start < end:
-        n = min(end - start, len(_ZEROS))
+        try:
+            start = os.lseek(segment.fd, start, os.SEEK_DATA)
+        except OSError:
+            return  # ENXIO: only holes from ``start`` to the end of the file
+        if start >= end:
+            return
+        n = min(end - start, len(_ZEROS), os.lseek(segment.fd, start, os.SEEK_HOLE) - start)
         segment.mm[start : start + n] = _ZEROS[:n]
         start += n
 
@@ -169,10 +197,13 @@ class Prefaulter:
 class SegmentQueue:
     """The ordered segments of one directory; global offset ``o`` lives in segment ``o // size``."""
 
-    def __init__(self, directory: Path, segment_size: int, allocate: Callable[[int, int], None] = _allocate) -> None:
+    def __init__(
+        self, directory: Path, segment_size: int, allocate: Allocate = _allocate, step: int = DEFAULT_STEP
+    ) -> None:
         self.directory = directory
         self.segment_size = segment_size
         self.allocate = allocate
+        self.step = step
         self.segments: dict[int, Segment] = {}  # segment index -> Segment, ascending insertion
         self.directory_dirty = False  # a segment was created since the directory was last fsynced
         directory.mkdir(parents=True, exist_ok=True)
@@ -184,7 +215,7 @@ class SegmentQueue:
                 if base % segment_size:
                     raise OSError(f"{entry} does not start at a multiple of the segment size {segment_size}")
                 self.segments[base // segment_size] = Segment(
-                    entry, base, segment_size, create=False, allocate=self.allocate
+                    entry, base, segment_size, create=False, allocate=allocate, step=step
                 )
 
     def segment_for(self, offset: int) -> Segment | None:
@@ -197,11 +228,28 @@ class SegmentQueue:
         if segment is None:
             base = index * self.segment_size
             segment = Segment(
-                self.directory / segment_name(base), base, self.segment_size, create=True, allocate=self.allocate
+                self.directory / segment_name(base),
+                base,
+                self.segment_size,
+                create=True,
+                allocate=self.allocate,
+                step=self.step,
             )
             self.segments[index] = segment
             self.directory_dirty = True
         return segment
+
+    def reserve(self, start: int, end: int) -> Segment:
+        """Create segments and allocate disk blocks for global offsets [start, end), which may
+        span segments; returns the segment holding ``start`` (``OSError`` if the disk is full)."""
+        first = self.get_or_create(start)
+        segment = first
+        while True:
+            segment.reserve(start - segment.base, min(end, segment.end) - segment.base)
+            if end <= segment.end:
+                return first
+            start = segment.end
+            segment = self.get_or_create(start)
 
     def sync_directory(self) -> None:
         """Make new segments' names durable (a power loss must not lose a file whose data was

@@ -49,6 +49,7 @@ from .consumequeue import UNIT, ConsumeQueue
 from .delay import DEFAULT_LEVELS, SCHEDULE_TOPIC, parse_levels
 from .files import read_json, write_json_atomic
 from .index import KeyIndex
+from .mapped import Allocate
 from .offsets import ConsumerOffsets
 
 FLUSH_ASYNC = "ASYNC_FLUSH"
@@ -236,7 +237,7 @@ class MessageStore:
         *,
         clock: Callable[[], float] = time.time,
         post: Callable[[Callable[[], None]], None] | None = None,
-        allocate: Callable[[int, int], None] | None = None,
+        allocate: Allocate | None = None,
         on_flush: Callable[[float], None] | None = None,
     ) -> None:
         self.root = Path(root)
@@ -362,7 +363,7 @@ class MessageStore:
         if size + MIN_BLANK > self.commitlog.segment_size:
             return self._failed(PutStatus.MESSAGE_ILLEGAL, "record larger than a commit-log segment")
         try:
-            cq.ensure(offset)
+            cq.ensure(offset, offset)
             msg.physical_offset = self.commitlog.append(record)
         except OSError as exc:
             return self._failed(PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot allocate a store file: {exc}")
@@ -401,7 +402,7 @@ class MessageStore:
         offset = self._next_offset.get(key, cq.max_offset)
         records = []
         try:
-            cq.ensure(offset + len(msgs) - 1)
+            cq.ensure(offset, offset + len(msgs) - 1)
             for msg in msgs:
                 msg.queue_offset = offset
                 offset += 1

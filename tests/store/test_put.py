@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 from codec.message import decode_message, decode_messages
-from rmqproxy.store import FLUSH_SYNC, MessageStore, PutStatus
+from rmqproxy.store import FLUSH_SYNC, MessageStore, PutStatus, StoreConfig
 
 from .conftest import SMALL, msg
 
@@ -113,6 +113,28 @@ def test_put_after_shutdown_is_service_not_available(open_store) -> None:
     store = open_store()
     store.shutdown()
     assert store.put(msg()).result.status == PutStatus.SERVICE_NOT_AVAILABLE
+
+
+def _disk_bytes(root) -> int:
+    return sum(f.stat().st_blocks * 512 for f in root.rglob("*") if f.is_file())
+
+
+def test_default_segments_take_disk_as_they_fill_not_when_created(open_store, tmp_path) -> None:
+    """1 GiB commit-log and 6 MB consume-queue files are sparse: blocks are allocated a step ahead
+    of the writer, so a store holding a few messages in 40 queues uses tens of MiB, not GiBs, and
+    data written across allocation steps reads back intact."""
+    store = open_store(StoreConfig())
+    for q in range(40):
+        assert store.put(msg(f"T{q % 10}", b"x", q // 10)).result.ok
+    assert store.commitlog.files.first.size == 1 << 30
+    assert _disk_bytes(tmp_path / "store") < 32 << 20
+    big = bytes(range(256)) * 4096  # 1 MiB
+    results = [store.put(msg("Big", big)).result for _ in range(40)]  # crosses two 16 MiB steps
+    assert all(r.ok for r in results)
+    assert 40 << 20 < _disk_bytes(tmp_path / "store") < 96 << 20
+    for offset in range(40):  # one per pull: a pull carries at most 256 KiB
+        got = store.get_message("g", "Big", 0, offset, 1, None)
+        assert [m.body for m in decode_messages(got.body)] == [big]
 
 
 def test_disk_full_fails_the_put_cleanly_and_keeps_acknowledged_data(tmp_path) -> None:
