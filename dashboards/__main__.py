@@ -1,7 +1,7 @@
 """``python -m dashboards``: regenerate dashboards/json/*.json and dashboards/alerts.yml.
 
 ``--check`` writes nothing and exits 1 when a committed file differs from the generator's output.
-``--out DIR --max-held-pulls N`` renders a copy for a server with another maxHeldPulls.
+``--out DIR`` writes them elsewhere.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import alerts
 from .generate import ROOT, render, stale, write
 
 
@@ -18,11 +17,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dashboards", description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 if a file is stale")
     parser.add_argument("--out", type=Path, default=ROOT, help="directory to write into (default: the package)")
-    parser.add_argument(
-        "--max-held-pulls", type=int, default=alerts.MAX_HELD_PULLS, help="the servers' maxHeldPulls (alert cap)"
-    )
     args = parser.parse_args(argv)
-    files = render(args.out, max_held_pulls=args.max_held_pulls)
+    files = render(args.out)
     if args.check:
         behind = stale(files)
         for path in behind:

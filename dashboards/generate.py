@@ -29,9 +29,9 @@ def dashboard_json(build: Callable) -> str:
     return json.dumps(build().to_json_data(), cls=DashboardEncoder, indent=2, sort_keys=True) + "\n"
 
 
-def render(root: Path = ROOT, *, max_held_pulls: int = alerts.MAX_HELD_PULLS) -> dict[Path, str]:
+def render(root: Path = ROOT) -> dict[Path, str]:
     files = {root / "json" / f"{stem}.json": dashboard_json(build) for stem, build in DASHBOARDS.items()}
-    files[root / "alerts.yml"] = alerts.render(max_held_pulls)
+    files[root / "alerts.yml"] = alerts.render()
     return files
 
 

@@ -61,7 +61,7 @@ def _catalog() -> tuple[Metrics, dict[str, Family]]:
     registry = CollectorRegistry()
     metrics = Metrics(registry, cluster="c", node_id="n")
     empty = SimpleNamespace(
-        holds=SimpleNamespace(held=list),
+        holds=SimpleNamespace(held=list, max_held=1),
         locks=SimpleNamespace(stats=SimpleNamespace(requests={}), tables={}, locked_queues=lambda group: 0),
         clients=SimpleNamespace(producers={}, consumers={}),
     )
@@ -95,6 +95,7 @@ LOCK_HANDOFF = _of(_METRICS.lock_handoff)
 STORE_FLUSH = _of(_METRICS.store_flush)
 CLIENT_STATS_FAILURES = _of(_METRICS.client_stats_failures)
 HELD_PULLS = _emitted("rmqproxy_held_pulls")
+HELD_PULLS_LIMIT = _emitted("rmqproxy_held_pulls_limit")
 LOCK_REQUESTS = _emitted("rmqproxy_lock_requests")
 LOCKED_QUEUES = _emitted("rmqproxy_locked_queues")
 

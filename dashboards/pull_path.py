@@ -93,12 +93,18 @@ def build():
         stack=True,
         description="Held pulls ended per second, by what ended them (rmqproxy_hold_wakeups_total).",
     )
-    cap = alerts.MAX_HELD_PULLS
+    held_share = (
+        f"{sum_by([], sel(N.HELD_PULLS.gauge, INSTANCE))}\n/ {sum_by([], sel(N.HELD_PULLS_LIMIT.gauge, INSTANCE))}"
+    )
     held_total = stat(
-        "Held pulls",
-        [target(sum_by([], sel(N.HELD_PULLS.gauge, INSTANCE)), "held")],
-        thresholds=steps(("green", None), ("orange", 0.8 * cap), ("red", alerts.HELD_PULLS_ALERT_RATIO * cap)),
-        description=f"Pulls held now, all groups. Past maxHeldPulls ({cap} by default) pulls are not held.",
+        "Held pulls of maxHeldPulls",
+        [target(held_share, "held")],
+        unit="percentunit",
+        thresholds=steps(("green", None), ("orange", 0.8), ("red", alerts.HELD_PULLS_ALERT_RATIO)),
+        description=(
+            "Pulls held now, all groups, as a share of maxHeldPulls (rmqproxy_held_pulls_limit). Past the cap "
+            "pulls are answered at once instead of held."
+        ),
     )
     held_by_group = timeseries(
         "Held pulls by group and topic",

@@ -233,6 +233,10 @@ class LiveState:
         for key, value in counts.items():
             held.add_metric(list(key), value)
         yield held
+        yield GaugeMetricFamily(
+            "rmqproxy_held_pulls_limit", "maxHeldPulls: past it pulls are answered at once instead of held.",
+            value=self.holds.max_held,
+        )  # fmt: skip
 
         requests = CounterMetricFamily(
             "rmqproxy_lock_requests", "Lock and unlock requests by outcome.", labels=["consumer_group", "op", "outcome"]

@@ -63,7 +63,7 @@ def hist(name: str, buckets: dict[str, str], **labels: str) -> list[dict]:
 
 
 def test_rules_fire_on_bad_series_only(tmp_path) -> None:
-    cap = alerts.MAX_HELD_PULLS
+    cap = 1000
     lag = {"is_system": "false", "is_retry": "false", "topic": "t"}
     cases = [
         {   # instance a answers every pull within 50 ms; b takes 50-250 ms
@@ -76,11 +76,13 @@ def test_rules_fire_on_bad_series_only(tmp_path) -> None:
                 firing("RmqproxyPullServiceTimeHigh", "20m", {"instance": "b", "severity": "warning"}),
             ],
         },
-        {   # held pulls summed over groups: a is at 95 % of the cap, b at 50 %
+        {   # held pulls summed over groups: a is at 95 % of its cap; b holds as many, under a doubled cap
             "input_series": [
                 series("rmqproxy_held_pulls", f"{int(cap * 0.5)}x20", instance="a", topic="t1", consumer_group="g"),
                 series("rmqproxy_held_pulls", f"{int(cap * 0.45)}x20", instance="a", topic="t2", consumer_group="g"),
-                series("rmqproxy_held_pulls", f"{int(cap * 0.5)}x20", instance="b", topic="t1", consumer_group="g"),
+                series("rmqproxy_held_pulls_limit", f"{cap}x20", instance="a"),
+                series("rmqproxy_held_pulls", f"{int(cap * 0.95)}x20", instance="b", topic="t1", consumer_group="g"),
+                series("rmqproxy_held_pulls_limit", f"{2 * cap}x20", instance="b"),
             ],
             "promql_expr_test": [firing("RmqproxyHeldPullsNearCap", "10m", {"instance": "a", "severity": "critical"})],
         },

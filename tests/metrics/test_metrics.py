@@ -44,7 +44,8 @@ def test_pull_latency_is_split_into_hold_and_service_time(tmp_path) -> None:
 
 
 def test_held_pulls_gauge_reads_the_live_table(tmp_path) -> None:
-    server, reactor = make_server(tmp_path)
+    server, reactor = make_server(tmp_path, max_held_pulls=7)
+    assert server.registry.get_sample_value("rmqproxy_held_pulls_limit") == 7
     client = Client(server)
     client.heartbeat("cg", {"T": "*"})
     send(client, "T")
