@@ -191,8 +191,7 @@ class Metrics:
 
     def on_running_info(self, group: str, client_id: str, client_addr: str, info: ConsumerRunningInfo) -> None:
         """A consumer's own statistics (pull RT and TPS, consume RT and TPS) per topic."""
-        for key in [k for k in self._client_view if k[1] == client_id and k[2] == group]:
-            del self._client_view[key]
+        self._forget_view(client_id, group)
         for topic, status in info.status_table.items():
             self._client_view[(client_addr, client_id, group, topic)] = {
                 "rocketmq_client_consumer_pull_rt": status.pull_rt,
@@ -203,8 +202,17 @@ class Metrics:
                 "rocketmq_client_consume_fail_msg_count": float(status.consume_failed_msgs),
             }
 
+    def on_running_info_failed(self, group: str, client_id: str) -> None:
+        """A consumer did not answer the poll (in time, or with usable data): count it, and drop
+        its last report so dashboards do not show stale numbers as current."""
+        self.client_stats_failures.labels(self.group_label(group)).inc()
+        self._forget_view(client_id, group)
+
     def forget_client(self, client_id: str) -> None:
-        for key in [k for k in self._client_view if k[1] == client_id]:
+        self._forget_view(client_id, None)
+
+    def _forget_view(self, client_id: str, group: str | None) -> None:
+        for key in [k for k in self._client_view if k[1] == client_id and group in (None, k[2])]:
             del self._client_view[key]
 
     def client_view(self) -> Iterable[tuple[tuple[str, str, str, str], dict[str, float]]]:

@@ -214,7 +214,7 @@ class Server:
     def poll_client_stats(self) -> None:
         """Ask every consumer for its running info (pull RT and TPS as the client measures them)."""
         for name, group in list(self.clients.consumers.items()):
-            failures = self.metrics.client_stats_failures.labels(self.metrics.group_label(name))  # at 0 from the start
+            self.metrics.client_stats_failures.labels(self.metrics.group_label(name))  # at 0 from the start
             for conn, info in list(group.members.items()):
                 if not conn.connected or not info.client_id:
                     continue
@@ -226,19 +226,19 @@ class Server:
                 )
                 d = conn.request(request, CLIENT_STATS_TIMEOUT_S)
                 d.addCallback(self._running_info, name, info.client_id, conn.remote)
-                d.addErrback(lambda _f, counter=failures: counter.inc())
+                d.addErrback(lambda _f, g=name, c=info.client_id: self.metrics.on_running_info_failed(g, c))
 
     def _running_info(self, reply: RemotingCommand, group: str, client_id: str, remote: str) -> None:
-        failures = self.metrics.client_stats_failures.labels(self.metrics.group_label(group))
-        if reply.code != 0 or not reply.body:
-            failures.inc()
-            return
-        try:
-            info = ConsumerRunningInfo.from_json(reply.body)
-        except CodecError:
-            failures.inc()
-            return
-        self.metrics.on_running_info(group, client_id, remote, info)
+        info = None
+        if reply.code == 0 and reply.body:
+            try:
+                info = ConsumerRunningInfo.from_json(reply.body)
+            except CodecError:
+                pass
+        if info is None:
+            self.metrics.on_running_info_failed(group, client_id)
+        else:
+            self.metrics.on_running_info(group, client_id, remote, info)
 
     def _expire_idle_clients(self) -> None:
         now = self.reactor.seconds()

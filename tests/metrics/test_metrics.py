@@ -117,6 +117,12 @@ def test_client_view_comes_from_consumer_running_info(tmp_path) -> None:
     reactor.advance(60)  # neither answers this round
     reactor.advance(5)
     assert server.registry.get_sample_value("rmqproxy_client_stats_failures_total", {"group": "cg"}) == 2
+    assert server.registry.get_sample_value("rocketmq_client_consumer_pull_rt", labels) is None  # not stale
+    consumer.heartbeat("cg", {"T": "*"})  # stays connected (channel expiry is 120 s)
+    reactor.advance(55)
+    (asked,) = [c for c in consumer.read() if c.code == C.GET_CONSUMER_RUNNING_INFO]
+    consumer.conn.dataReceived(asked.response(0, body=b"{not json").encode())
+    assert server.registry.get_sample_value("rmqproxy_client_stats_failures_total", {"group": "cg"}) == 3
     server.stop()
 
 
