@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from .errors import BodyError
@@ -170,48 +171,50 @@ _encode_ascii = json.encoder.encode_basestring_ascii  # type: ignore[attr-define
 def dumps(value: Any, *, quote_keys: bool = False, ascii_only: bool = False) -> str:
     """Compact fastjson-style text of ``value`` (see the module doc for keys and order)."""
     out: list[str] = []
-    enc = _encode_ascii if ascii_only else _encode_str
-
-    def write(v: Any) -> None:
-        if isinstance(v, str):
-            out.append(enc(v))
-        elif v is True:
-            out.append("true")
-        elif v is False:
-            out.append("false")
-        elif v is None:
-            out.append("null")
-        elif isinstance(v, int):
-            out.append(str(v))
-        elif isinstance(v, float):
-            out.append(repr(v) if v == v and v not in (float("inf"), float("-inf")) else "null")
-        elif isinstance(v, dict):
-            out.append("{")
-            first = True
-            for k, item in v.items():
-                if not first:
-                    out.append(",")
-                first = False
-                if isinstance(k, str):
-                    out.append(enc(k))
-                elif isinstance(k, ObjectKey):
-                    write(dict(k))
-                elif isinstance(k, int):
-                    out.append(f'"{k}"' if quote_keys else str(k))
-                else:
-                    raise BodyError(f"cannot write a map key of type {type(k).__name__}")
-                out.append(":")
-                write(item)
-            out.append("}")
-        elif isinstance(v, (list, tuple)):
-            out.append("[")
-            for i, item in enumerate(v):
-                if i:
-                    out.append(",")
-                write(item)
-            out.append("]")
-        else:
-            raise BodyError(f"cannot write a value of type {type(v).__name__}")
-
-    write(value)
+    _write(value, out, _encode_ascii if ascii_only else _encode_str, quote_keys)
     return "".join(out)
+
+
+def _write(v: Any, out: list[str], enc: Callable[[str], str], quote_keys: bool) -> None:
+    """Append ``v``'s text to ``out`` (a module function: a recursive closure would be a reference
+    cycle, left for the cyclic garbage collector on every call)."""
+    if isinstance(v, str):
+        out.append(enc(v))
+    elif v is True:
+        out.append("true")
+    elif v is False:
+        out.append("false")
+    elif v is None:
+        out.append("null")
+    elif isinstance(v, int):
+        out.append(str(v))
+    elif isinstance(v, float):
+        out.append(repr(v) if v == v and v not in (float("inf"), float("-inf")) else "null")
+    elif isinstance(v, dict):
+        out.append("{")
+        first = True
+        for k, item in v.items():
+            if not first:
+                out.append(",")
+            first = False
+            if isinstance(k, str):
+                out.append(enc(k))
+            elif isinstance(k, ObjectKey):
+                _write(dict(k), out, enc, quote_keys)
+            elif isinstance(k, int):
+                out.append(f'"{k}"' if quote_keys else str(k))
+            else:
+                raise BodyError(f"cannot write a map key of type {type(k).__name__}")
+            out.append(":")
+            _write(item, out, enc, quote_keys)
+        out.append("}")
+    elif isinstance(v, (list, tuple)):
+        out.append("[")
+        for i, item in enumerate(v):
+            if i:
+                out.append(",")
+            _write(item, out, enc, quote_keys)
+        out.append("]")
+    else:
+        raise BodyError(f"cannot write a value of type {type(v).__name__}")
+

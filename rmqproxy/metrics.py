@@ -9,7 +9,11 @@ Three kinds:
   names and labels (``clientAddr``, ``clientId``, ``group``, ``topic``).
 
 Live state (held pulls, locked queues, lag, connections) is read from the owning tables at scrape
-time by a custom collector, never kept in inc/dec gauges that drift. Everything is registered on
+time by a custom collector, never kept in inc/dec gauges that drift. Labelled histograms and
+counters fed from the reactor thread are ``ReactorHistogram``/``ReactorCounter``: a child is one
+list of bucket counts, where prometheus_client keeps a lock and a value object per bucket — with
+hundreds of groups those tens of thousands of objects made each full garbage collection stall the
+reactor for tens of milliseconds (held pulls then time out late). Everything is registered on
 a passed-in ``CollectorRegistry``. Label cardinality is bounded: past ``max_label_values``
 distinct topics (or groups) new ones are reported as ``_other``; retry and DLQ topics all report
 as ``%RETRY%`` and ``%DLQ%``. ``/metrics`` is a Twisted ``Resource`` rendering in the reactor
@@ -18,12 +22,14 @@ thread, so collectors read the tables without locks.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.utils import floatToGoString
 from twisted.web.resource import Resource
 
 from codec.bodies import ConsumerRunningInfo
@@ -41,6 +47,102 @@ COMMON = ("cluster", "node_type", "node_id")
 CLIENT_LABELS = ("clientAddr", "clientId", "group", "topic")
 
 OTHER = "_other"
+
+
+class _HistogramChild:
+    __slots__ = ("_bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self._bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # per bucket, not cumulative; the last is +Inf
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self._bounds, value)] += 1
+        self.sum += value
+
+
+class _CounterChild:
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+    def inc(self, amount: float = 1) -> None:
+        self.value += amount
+
+
+class _ReactorFamily:
+    """A labelled metric whose children are created by ``labels(*values)`` and updated from one
+    thread (the reactor's); it is its own collector, rendered at scrape time in that thread."""
+
+    def __init__(self, name: str, documentation: str, labelnames: Iterable[str], registry: CollectorRegistry) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = list(labelnames)
+        self._children: dict[tuple[str, ...], Any] = {}
+        registry.register(self)
+
+    def labels(self, *values: str) -> Any:
+        child = self._children.get(values)
+        if child is None:
+            if len(values) != len(self.labelnames):
+                raise ValueError(f"{self.name} takes labels {self.labelnames}, got {values}")
+            child = self._children[values] = self._new_child()
+        return child
+
+    def _new_child(self) -> Any:
+        raise NotImplementedError
+
+    def describe(self) -> list:
+        return [self._family()]
+
+    def _family(self) -> Any:
+        raise NotImplementedError
+
+
+class ReactorHistogram(_ReactorFamily):
+    """A histogram (``le`` buckets, ``_sum``, ``_count``) as prometheus_client exposes one."""
+
+    def __init__(
+        self, name: str, documentation: str, labelnames: Iterable[str], *, buckets: tuple[float, ...],
+        registry: CollectorRegistry,
+    ) -> None:  # fmt: skip
+        self.bounds = tuple(float(b) for b in buckets)
+        self._les = [floatToGoString(b) for b in self.bounds] + ["+Inf"]
+        super().__init__(name, documentation, labelnames, registry)
+
+    def _new_child(self) -> _HistogramChild:
+        return _HistogramChild(self.bounds)
+
+    def _family(self) -> HistogramMetricFamily:
+        return HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+
+    def collect(self) -> Iterable[HistogramMetricFamily]:
+        family = self._family()
+        for values, child in self._children.items():
+            total, buckets = 0, []
+            for le, count in zip(self._les, child.counts, strict=True):
+                total += count
+                buckets.append((le, total))
+            family.add_metric(list(values), buckets, child.sum)
+        yield family
+
+
+class ReactorCounter(_ReactorFamily):
+    """A counter; ``name`` without ``_total``, which the exposition adds."""
+
+    def _new_child(self) -> _CounterChild:
+        return _CounterChild()
+
+    def _family(self) -> CounterMetricFamily:
+        return CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+
+    def collect(self) -> Iterable[CounterMetricFamily]:
+        family = self._family()
+        for values, child in self._children.items():
+            family.add_metric(list(values), child.value)
+        yield family
 
 
 class LabelLimiter:
@@ -81,15 +183,15 @@ class Metrics:
         self.common = (cluster, "broker", node_id)
         self.topic_label = LabelLimiter(max_label_values)
         self.group_label = LabelLimiter(max_label_values)
-        self.pull_latency = Histogram(
+        self.pull_latency = ReactorHistogram(
             "rmqproxy_pull_latency_seconds", "Pull request to answer, held or not (what clients see, less network).",
             ["topic", "consumer_group", "code", "held"], buckets=LATENCY_BUCKETS, registry=registry,
         )  # fmt: skip
-        self.pull_hold = Histogram(
+        self.pull_hold = ReactorHistogram(
             "rmqproxy_pull_hold_seconds", "Time a pull spent held, by what ended the hold.",
             ["topic", "consumer_group", "wake"], buckets=LATENCY_BUCKETS, registry=registry,
         )  # fmt: skip
-        self.pull_service = Histogram(
+        self.pull_service = ReactorHistogram(
             "rmqproxy_pull_service_seconds", "Time spent reading and answering a pull, outside any hold.",
             ["topic", "consumer_group"], buckets=LATENCY_BUCKETS, registry=registry,
         )  # fmt: skip
@@ -97,53 +199,43 @@ class Metrics:
             "rmqproxy_pull_hold_overshoot_seconds", "Timeout wakes: actual hold minus the requested suspend time.",
             buckets=OVERSHOOT_BUCKETS, registry=registry,
         )  # fmt: skip
-        self.wakeups = Counter(
-            "rmqproxy_hold_wakeups_total", "Held pulls ended, by reason.", ["topic", "consumer_group", "wake"],
+        self.wakeups = ReactorCounter(
+            "rmqproxy_hold_wakeups", "Held pulls ended, by reason.", ["topic", "consumer_group", "wake"],
             registry=registry,
         )  # fmt: skip
-        self.lock_handoff = Histogram(
+        self.lock_handoff = ReactorHistogram(
             "rmqproxy_lock_handoff_seconds", "Queue lock released by one client until granted to the next.",
             ["consumer_group"], buckets=LATENCY_BUCKETS + (31, 60, 120), registry=registry,
         )  # fmt: skip
         self.store_flush = Histogram(
             "rmqproxy_store_flush_seconds", "Commit-log fsync duration.", buckets=LATENCY_BUCKETS, registry=registry
         )
-        self.client_stats_failures = Counter(
-            "rmqproxy_client_stats_failures_total", "Consumers that did not answer GET_CONSUMER_RUNNING_INFO in time.",
+        self.client_stats_failures = ReactorCounter(
+            "rmqproxy_client_stats_failures", "Consumers that did not answer GET_CONSUMER_RUNNING_INFO in time.",
             ["group"], registry=registry,
         )  # fmt: skip
-        self.messages_in = Counter(
-            "rocketmq_messages_in_total", "Messages produced.", [*COMMON, "topic", "message_type", "is_system"],
+        self.messages_in = ReactorCounter(
+            "rocketmq_messages_in", "Messages produced.", [*COMMON, "topic", "message_type", "is_system"],
             registry=registry,
         )  # fmt: skip
-        self.throughput_in = Counter(
-            "rocketmq_throughput_in_total", "Bytes produced.", [*COMMON, "topic", "message_type", "is_system"],
+        self.throughput_in = ReactorCounter(
+            "rocketmq_throughput_in", "Bytes produced.", [*COMMON, "topic", "message_type", "is_system"],
             registry=registry,
         )  # fmt: skip
-        self.messages_out = Counter(
-            "rocketmq_messages_out_total", "Messages consumed.",
+        self.messages_out = ReactorCounter(
+            "rocketmq_messages_out", "Messages consumed.",
             [*COMMON, "topic", "consumer_group", "is_retry", "is_system"], registry=registry,
         )  # fmt: skip
-        self.throughput_out = Counter(
-            "rocketmq_throughput_out_total", "Bytes consumed.",
+        self.throughput_out = ReactorCounter(
+            "rocketmq_throughput_out", "Bytes consumed.",
             [*COMMON, "topic", "consumer_group", "is_retry", "is_system"], registry=registry,
         )  # fmt: skip
-        self.rpc_latency = Histogram(
+        self.rpc_latency = ReactorHistogram(
             "rocketmq_rpc_latency", "Request to response, in milliseconds (RocketMQ 5.x).",
             [*COMMON, "protocol_type", "request_code", "response_code", "is_long_polling"],
             buckets=RPC_LATENCY_BUCKETS_MS, registry=registry,
         )  # fmt: skip
         self._client_view: dict[tuple[str, str, str, str], dict[str, float]] = {}
-        self._children: dict[tuple, Any] = {}
-
-    def _child(self, metric: Any, *labels: str) -> Any:
-        """``metric.labels(*labels)``, cached: prometheus_client's lookup costs microseconds,
-        and the hot paths (every send and pull) use a handful of label sets over and over."""
-        key = (id(metric), *labels)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*labels)
-        return child
 
     # --- hooks --------------------------------------------------------------------------------
 
@@ -151,19 +243,19 @@ class Metrics:
         """A pull was answered (PullProcessor listener)."""
         topic, group = self.topic_label(event.topic), self.group_label(event.group)
         held = "true" if event.held else "false"
-        self._child(self.pull_latency, topic, group, event.code, held).observe(event.total_ms / 1000)
-        self._child(self.pull_service, topic, group).observe(event.service_ms / 1000)
+        self.pull_latency.labels(topic, group, event.code, held).observe(event.total_ms / 1000)
+        self.pull_service.labels(topic, group).observe(event.service_ms / 1000)
         if event.held:
-            self._child(self.pull_hold, topic, group, event.wake).observe(event.hold_ms / 1000)
-            self._child(self.wakeups, topic, group, event.wake).inc()
+            self.pull_hold.labels(topic, group, event.wake).observe(event.hold_ms / 1000)
+            self.wakeups.labels(topic, group, event.wake).inc()
             if event.wake == WAKE_TIMEOUT and event.suspend_ms:
                 self.hold_overshoot.observe(max(0.0, (event.hold_ms - event.suspend_ms) / 1000))
         if event.msgs:
             is_retry = "true" if event.topic.startswith("%RETRY%") else "false"
             labels = (*self.common, topic, group, is_retry, is_system_topic(event.topic))
-            self._child(self.messages_out, *labels).inc(event.msgs)
-            self._child(self.throughput_out, *labels).inc(event.bytes)
-        self._child(self.rpc_latency, *self.common, "remoting", "pull_message", event.code.lower(), held).observe(
+            self.messages_out.labels(*labels).inc(event.msgs)
+            self.throughput_out.labels(*labels).inc(event.bytes)
+        self.rpc_latency.labels(*self.common, "remoting", "pull_message", event.code.lower(), held).observe(
             event.total_ms
         )
 
@@ -172,15 +264,14 @@ class Metrics:
         if topic.startswith(("%RETRY%", "%DLQ%")):
             return  # RocketMQ counts retry and DLQ puts elsewhere
         labels = (*self.common, self.topic_label(topic), "delay" if delayed else "normal", is_system_topic(topic))
-        self._child(self.messages_in, *labels).inc(messages)
-        self._child(self.throughput_in, *labels).inc(size)
+        self.messages_in.labels(*labels).inc(messages)
+        self.throughput_in.labels(*labels).inc(size)
 
     def on_request(self, request_code: int, response_code: int, elapsed_ms: float) -> None:
         """Any other request answered (not pulls: those come with their event)."""
-        self._child(
-            self.rpc_latency, *self.common, "remoting", code_name(request_code, response=False).lower(),
-            code_name(response_code, response=True).lower(), "false",
-        ).observe(elapsed_ms)  # fmt: skip
+        request = code_name(request_code, response=False).lower()
+        response = code_name(response_code, response=True).lower()
+        self.rpc_latency.labels(*self.common, "remoting", request, response, "false").observe(elapsed_ms)
 
     def on_flush(self, seconds: float) -> None:
         self.store_flush.observe(seconds)

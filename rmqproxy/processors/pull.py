@@ -23,7 +23,7 @@ from codec.headers import PullMessageResponseHeader
 
 from ..clients import ClientRegistry
 from ..config import Config
-from ..hold import WAKE_DISCONNECT, WAKE_NONE, HeldPull, HoldService
+from ..hold import WAKE_DISCONNECT, WAKE_NONE, HeldPull, HoldService, always
 from ..holdlog import PullEvent
 from ..store import GetResult, GetStatus, MessageStore, TagFilter
 from ..topics import TopicTable
@@ -160,24 +160,25 @@ class PullProcessor:
             timeout_s = self.config.short_polling_ms / 1000
         resume_at = first.next_begin_offset if first.status == GetStatus.NO_MATCHED_MESSAGE else header.queue_offset
         d: defer.Deferred = defer.Deferred()
-        pull: HeldPull
+        started = self.clock.seconds()
 
+        # ``reread`` must not refer to the HeldPull that holds it: that cycle left every held
+        # pull's objects to the cyclic garbage collector, whose full passes stall the reactor.
         def reread(wake: str, final: bool) -> bool:
             woke = self.clock.seconds()
             if wake == WAKE_DISCONNECT:
-                self._emit(header, conn, arrived, pull.started, woke, wake, None)
+                self._emit(header, conn, arrived, started, woke, wake, None)
                 return True
             result = read(resume_at)
             if result.status != GetStatus.FOUND and not final:
                 return False
             requested = header.queue_offset if result.status != GetStatus.FOUND else resume_at
             response = pull_response(request, result, requested)
-            self._emit(header, conn, arrived, pull.started, woke, wake, response)
+            self._emit(header, conn, arrived, started, woke, wake, response)
             d.callback(response)
             return True
 
-        matches = tag_filter.matches_tags_code if tag_filter is not None else (lambda code: True)
-        started = self.clock.seconds()
+        matches = tag_filter.matches_tags_code if tag_filter is not None else always
         pull = HeldPull(
             (header.topic, header.queue_id), resume_at, matches, conn, reread, started, started + timeout_s,
             header.consumer_group,

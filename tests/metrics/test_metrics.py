@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.exposition import generate_latest
 from twisted.web.test.requesthelper import DummyRequest
 
 from codec.bodies import LockBatchRequestBody, MessageQueue
 from codec.codes import RequestCode as C
-from rmqproxy.metrics import OTHER, LabelLimiter, Metrics, MetricsResource
+from rmqproxy.metrics import OTHER, LATENCY_BUCKETS, LabelLimiter, Metrics, MetricsResource, ReactorCounter, ReactorHistogram
 
 from ..server.harness import Client, make_server
 from ..server.test_broker import pull, send
@@ -139,3 +140,23 @@ def test_metrics_resource_renders_the_exposition_format() -> None:
     body = MetricsResource(registry).render_GET(request)
     assert b'rocketmq_messages_in_total{cluster="c",is_system="false",message_type="normal",node_id="n",' in body
     assert request.responseHeaders.getRawHeaders(b"content-type")[0].startswith(b"text/plain")
+
+
+def test_reactor_metrics_expose_what_prometheus_client_would() -> None:
+    """Same observations (bucket edges included) give the same exposition text, but for the
+    ``_created`` series prometheus_client adds."""
+    ours, theirs = CollectorRegistry(), CollectorRegistry()
+    h1 = ReactorHistogram("x_seconds", "X.", ["a", "b"], buckets=LATENCY_BUCKETS, registry=ours)
+    h2 = Histogram("x_seconds", "X.", ["a", "b"], buckets=LATENCY_BUCKETS, registry=theirs)
+    c1 = ReactorCounter("y", "Y.", ["a"], registry=ours)
+    c2 = Counter("y_total", "Y.", ["a"], registry=theirs)
+    for value in (0, 0.0005, 0.0007, 1, 1.5, 30, 31, 0.25):
+        for a in ("p", "q"):
+            h1.labels(a, "z").observe(value)
+            h2.labels(a, "z").observe(value)
+            c1.labels(a).inc(value)
+            c2.labels(a).inc(value)
+    c1.labels("idle")
+    c2.labels("idle")
+    expected = [line for line in generate_latest(theirs).decode().splitlines() if "_created" not in line]
+    assert generate_latest(ours).decode().splitlines() == expected
