@@ -41,6 +41,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("brokerListenPort", "broker_listen_port", int, 0, "extra broker-only port (0: none)"),
     Setting("brokerIP1", "broker_ip1", str, "", "address advertised in routes (default: bind address)"),
     Setting("metricsPromExporterPort", "metrics_port", int, 5557, "Prometheus /metrics port (0: off)"),
+    Setting("metricsExporterType", "metrics_exporter", str, "PROM", "PROM, or DISABLE to measure nothing at all"),
     Setting("storePathRootDir", "store_path", str, "./rmqproxy-data", "store directory"),
     Setting("flushDiskType", "flush_disk_type", str, FLUSH_ASYNC, "ASYNC_FLUSH or SYNC_FLUSH"),
     Setting("brokerClusterName", "cluster_name", str, "DefaultCluster", "cluster name in routes"),
@@ -77,6 +78,7 @@ class Config:
     broker_listen_port: int = 0
     broker_ip1: str = ""
     metrics_port: int = 5557
+    metrics_exporter: str = "PROM"
     store_path: str = "./rmqproxy-data"
     flush_disk_type: str = FLUSH_ASYNC
     cluster_name: str = "DefaultCluster"
@@ -103,6 +105,8 @@ class Config:
     def __post_init__(self) -> None:
         if self.flush_disk_type not in (FLUSH_ASYNC, FLUSH_SYNC):
             raise ValueError(f"flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH, not {self.flush_disk_type!r}")
+        if self.metrics_exporter not in ("PROM", "DISABLE"):
+            raise ValueError(f"metricsExporterType must be PROM or DISABLE, not {self.metrics_exporter!r}")
         if self.pull_log_mode not in ("all", "held", "off"):
             raise ValueError(f"pullLogMode must be all, held or off, not {self.pull_log_mode!r}")
         if self.lock_release_on_disconnect not in ("safe", "immediate"):

@@ -3,6 +3,7 @@ starts the listeners. Nothing else constructs these objects (DESIGN.md, module m
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from prometheus_client import CollectorRegistry, disable_created_metrics
@@ -42,6 +43,13 @@ log = Logger()
 CLIENT_STATS_TIMEOUT_S = 5.0
 
 
+def _ignore(*_args: Any) -> None:
+    """A metric hook that measures nothing (metricsExporterType=DISABLE)."""
+
+
+_NO_HOOKS = SimpleNamespace(on_flush=_ignore, on_put=_ignore, on_pull=_ignore, on_handoff=_ignore, on_request=_ignore)
+
+
 class _Factory(Factory):
     def __init__(self, server: Server) -> None:
         self.server = server
@@ -65,6 +73,9 @@ class Server:
         disable_created_metrics()  # RocketMQ and rocketmq-exporter export no *_created series
         self.registry = CollectorRegistry()
         self.metrics = Metrics(self.registry, cluster=config.cluster_name, node_id=config.broker_name)
+        # metricsExporterType=DISABLE: the request paths call no metric hooks at all (what
+        # ``bench/e2e.py --no-metrics`` compares against).
+        hooks = self.metrics if config.metrics_exporter == "PROM" else _NO_HOOKS
         self.store = MessageStore(
             config.store_dir,
             StoreConfig(
@@ -77,7 +88,7 @@ class Server:
             ),
             clock=reactor.seconds,
             post=reactor.callFromThread,
-            on_flush=self.metrics.on_flush,
+            on_flush=hooks.on_flush,
         )
         self.topics = TopicTable(
             config.store_dir / "config" / "topics.json",
@@ -92,12 +103,12 @@ class Server:
             lambda a: self.holds.arrived(a.topic, a.queue_id, a.queue_offset, a.tags_code)
         )
         names = NameServer(config, self.topics)
-        send = SendProcessor(config, self.store, self.topics, on_put=self.metrics.on_put)
+        send = SendProcessor(config, self.store, self.topics, on_put=hooks.on_put)
         self.hold_log = HoldLog(config.pull_log_dir, config.pull_log_mode)
         self._pulled: dict[tuple[str, str, int], int] = {}  # (group, topic, queue) → next offset pulled
         self.pulls = PullProcessor(
             config, self.store, self.topics, self.clients, self.holds, reactor,
-            listeners=[self.hold_log, self.metrics.on_pull, self._track_pulled],
+            listeners=[self.hold_log, hooks.on_pull, self._track_pulled],
         )  # fmt: skip
         self.consumers = ConsumerProcessor(self.store, self.topics, self.clients, reactor)
         self.locks = LockManager(
@@ -105,7 +116,7 @@ class Server:
             max_live_s=config.lock_max_live_ms / 1000,
             release_on_disconnect=config.lock_release_on_disconnect,
             on_free=self.consumers.notify_group,
-            on_handoff=self.metrics.on_handoff,
+            on_handoff=hooks.on_handoff,
         )
         self.consumers.on_unregister = self.locks.client_unregistered
         locking = LockProcessor(self.locks)
@@ -152,7 +163,7 @@ class Server:
             C.GET_CONSUMER_RUNNING_INFO: admin.consumer_running_info,
             C.LOCK_BATCH_MQ: locking.lock,
             C.UNLOCK_BATCH_MQ: locking.unlock,
-        }, clock=reactor, on_answer=self.metrics.on_request,
+        }, clock=reactor, on_answer=hooks.on_request,
            unmeasured=frozenset({C.PULL_MESSAGE, C.LITE_PULL_MESSAGE}))  # fmt: skip
         self.ports: list[IListeningPort] = []
         self.connections: set[Connection] = set()
@@ -167,7 +178,7 @@ class Server:
             ports.append(self.config.broker_listen_port)
         for port in ports:
             self.ports.append(self.reactor.listenTCP(port, factory, interface=self.config.bind_address))
-        if self.config.metrics_port:
+        if self.config.metrics_port and self.config.metrics_exporter == "PROM":
             self.ports.append(self.reactor.listenTCP(
                 self.config.metrics_port, Site(MetricsResource(self.registry)), interface=self.config.bind_address
             ))  # fmt: skip

@@ -160,3 +160,16 @@ def test_reactor_metrics_expose_what_prometheus_client_would() -> None:
     c2.labels("idle")
     expected = [line for line in generate_latest(theirs).decode().splitlines() if "_created" not in line]
     assert generate_latest(ours).decode().splitlines() == expected
+
+
+def test_metrics_exporter_disable_measures_nothing(tmp_path) -> None:
+    server, reactor = make_server(tmp_path, metrics_exporter="DISABLE")
+    client = Client(server)
+    client.heartbeat("cg", {"T": "*"})
+    send(client, "T")
+    client.answer(pull(client, "T", 0))
+    r = server.registry
+    assert r.get_sample_value("rocketmq_messages_in_total", {**COMMON, "topic": "T", "message_type": "normal",
+                                                             "is_system": "false"}) is None  # fmt: skip
+    assert not [s for f in r.collect() if f.name == "rmqproxy_pull_latency_seconds" for s in f.samples]
+    server.stop()
