@@ -47,6 +47,7 @@ COMMON = ("cluster", "node_type", "node_id")
 CLIENT_LABELS = ("clientAddr", "clientId", "group", "topic")
 
 OTHER = "_other"
+_HOT_PATH_CACHE = 10_000
 
 
 class _HistogramChild:
@@ -236,6 +237,10 @@ class Metrics:
             buckets=RPC_LATENCY_BUCKETS_MS, registry=registry,
         )  # fmt: skip
         self._client_view: dict[tuple[str, str, str, str], dict[str, float]] = {}
+        # Children by raw name or code, so every send skips label mapping (bounded: a client may
+        # send any code, a producer any topic).
+        self._put_children: dict[tuple[str, bool], tuple[Any, Any]] = {}
+        self._request_children: dict[tuple[int, int], Any] = {}
 
     # --- hooks --------------------------------------------------------------------------------
 
@@ -261,17 +266,27 @@ class Metrics:
 
     def on_put(self, topic: str, messages: int, size: int, delayed: bool) -> None:
         """Messages were stored for a producer."""
-        if topic.startswith(("%RETRY%", "%DLQ%")):
-            return  # RocketMQ counts retry and DLQ puts elsewhere
-        labels = (*self.common, self.topic_label(topic), "delay" if delayed else "normal", is_system_topic(topic))
-        self.messages_in.labels(*labels).inc(messages)
-        self.throughput_in.labels(*labels).inc(size)
+        children = self._put_children.get((topic, delayed))
+        if children is None:
+            if topic.startswith(("%RETRY%", "%DLQ%")):
+                return  # RocketMQ counts retry and DLQ puts elsewhere
+            labels = (*self.common, self.topic_label(topic), "delay" if delayed else "normal", is_system_topic(topic))
+            children = (self.messages_in.labels(*labels), self.throughput_in.labels(*labels))
+            if len(self._put_children) < _HOT_PATH_CACHE:
+                self._put_children[(topic, delayed)] = children
+        children[0].inc(messages)
+        children[1].inc(size)
 
     def on_request(self, request_code: int, response_code: int, elapsed_ms: float) -> None:
         """Any other request answered (not pulls: those come with their event)."""
-        request = code_name(request_code, response=False).lower()
-        response = code_name(response_code, response=True).lower()
-        self.rpc_latency.labels(*self.common, "remoting", request, response, "false").observe(elapsed_ms)
+        child = self._request_children.get((request_code, response_code))
+        if child is None:
+            request = code_name(request_code, response=False).lower()
+            response = code_name(response_code, response=True).lower()
+            child = self.rpc_latency.labels(*self.common, "remoting", request, response, "false")
+            if len(self._request_children) < _HOT_PATH_CACHE:
+                self._request_children[(request_code, response_code)] = child
+        child.observe(elapsed_ms)
 
     def on_flush(self, seconds: float) -> None:
         self.store_flush.observe(seconds)
