@@ -68,6 +68,9 @@ RECENT = {"__rate_interval": "15s"}
 WHOLE_RUN = {"__rate_interval": "5m"}
 
 
+MAX_HELD_PULLS = 1000  # exported as rmqproxy_held_pulls_limit; the Pull path stat divides by it
+
+
 class MetricsServer(RunningServer):
     """``rmqproxy serve`` with /metrics on ``metrics_port`` and client stats polled every 2 s.
 
@@ -82,6 +85,7 @@ class MetricsServer(RunningServer):
     def command(self) -> list[str]:
         return super().command + [
             "--metrics-prom-exporter-port", str(self.metrics_port), "--client-stats-interval-seconds", "2",
+            "--max-held-pulls", str(MAX_HELD_PULLS),
         ]  # fmt: skip
 
 
@@ -293,8 +297,8 @@ def test_pull_path_numbers_are_plausible(stack: Stack) -> None:
 
         seen["wakes /s"] = wakes = stack.by(panel("pull-path", "Wake reasons", **RECENT), "wake")
         assert wakes.get("arrival", 0) > 1 and 0.8 <= wakes.get("timeout", 0) <= 2.5  # 4 idle queues, 2 s holds
-        seen["held pulls"] = stack.one(panel("pull-path", "Held pulls"))
-        assert 8 <= seen["held pulls"] <= 40  # 4 slow and 4 idle queues at least
+        seen["held share of cap"] = stack.one(panel("pull-path", "Held pulls of maxHeldPulls"))
+        assert 8 <= seen["held share of cap"] * MAX_HELD_PULLS <= 40  # 4 slow and 4 idle queues at least
         idle = stack.one(panel("pull-path", "Held pulls by group and topic"), topic=IDLE)
         assert idle == 4
 
