@@ -72,10 +72,7 @@ class CommitLog:
             if self.prefaulter is not None:
                 self.prefaulter.kick(pos)
             return segment
-        segment = self.files.segments.get(pos // self.segment_size)
-        if segment is None or pos + size - segment.base > segment.allocated:
-            segment = self.files.reserve(pos, pos + size)
-        return segment
+        return self.files.reserve(pos, pos + size)
 
     def append(self, record: bytes) -> int:
         """Write ``record`` and patch its physical offset; return the offset."""

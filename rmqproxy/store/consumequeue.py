@@ -52,10 +52,7 @@ class ConsumeQueue:
     def ensure(self, first: int, last: int) -> None:
         """Allocate disk blocks for entries ``first`` to ``last`` now (OSError if the disk is full),
         so ``put`` never writes to a page without them."""
-        start, end = first * UNIT, (last + 1) * UNIT
-        segment = self._last
-        if segment is None or segment._closed or not segment.base <= start or end - segment.base > segment.allocated:
-            self._last = self.files.reserve(start, end)
+        self.files.reserve(first * UNIT, (last + 1) * UNIT)
 
     def put(self, offset: int, phys: int, size: int, tags_code: int):
         """Write entry ``offset``; returns its segment (for the flusher's dirty set)."""

@@ -63,11 +63,10 @@ class Segment:
         # A new segment is sized under a temporary name and renamed into place, so a crash
         # never leaves a segment of the wrong size behind (leftover temporaries are removed).
         work = path.with_name(path.name + ".new") if create else path
-        fd = os.open(work, os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0), 0o644)
+        self.fd = fd = os.open(work, os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0), 0o644)
         try:
             if create:
                 os.ftruncate(fd, size)
-                self.fd = fd
                 self.reserve(0, 1)  # a full disk fails here, before the segment is used
                 os.rename(work, path)  # the directory is fsynced by SegmentQueue.sync_directory
             elif os.fstat(fd).st_size != size:
@@ -78,7 +77,6 @@ class Segment:
             if create:
                 work.unlink(missing_ok=True)
             raise
-        self.fd = fd
         self._closed = False
         self._lock = threading.Lock()  # fsync (flusher) never races close (owner)
 
@@ -241,7 +239,12 @@ class SegmentQueue:
 
     def reserve(self, start: int, end: int) -> Segment:
         """Create segments and allocate disk blocks for global offsets [start, end), which may
-        span segments; returns the segment holding ``start`` (``OSError`` if the disk is full)."""
+        span segments; returns the segment holding ``start`` (``OSError`` if the disk is full).
+        Every append calls this: the common case, a range inside blocks already allocated, is one
+        lookup and one comparison."""
+        first = self.segments.get(start // self.segment_size)
+        if first is not None and end - first.base <= first.allocated:
+            return first
         first = self.get_or_create(start)
         segment = first
         while True:
