@@ -119,6 +119,11 @@ class Config:
                 raise ValueError(f"{_BY_FIELD[name].key} must be a port number")
 
     @property
+    def metrics_enabled(self) -> bool:
+        """metricsExporterType=PROM: measure, and serve /metrics when the port is set."""
+        return self.metrics_exporter == "PROM"
+
+    @property
     def advertised_address(self) -> str:
         """``ip:port`` that routes point clients at (the broker port if separate)."""
         host = self.broker_ip1 or self.bind_address

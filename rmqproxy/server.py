@@ -75,7 +75,7 @@ class Server:
         self.metrics = Metrics(self.registry, cluster=config.cluster_name, node_id=config.broker_name)
         # metricsExporterType=DISABLE: the request paths call no metric hooks at all (what
         # ``bench/e2e.py --no-metrics`` compares against).
-        hooks = self.metrics if config.metrics_exporter == "PROM" else _NO_HOOKS
+        hooks = self.metrics if config.metrics_enabled else _NO_HOOKS
         self.store = MessageStore(
             config.store_dir,
             StoreConfig(
@@ -178,7 +178,7 @@ class Server:
             ports.append(self.config.broker_listen_port)
         for port in ports:
             self.ports.append(self.reactor.listenTCP(port, factory, interface=self.config.bind_address))
-        if self.config.metrics_port and self.config.metrics_exporter == "PROM":
+        if self.config.metrics_port and self.config.metrics_enabled:
             self.ports.append(self.reactor.listenTCP(
                 self.config.metrics_port, Site(MetricsResource(self.registry)), interface=self.config.bind_address
             ))  # fmt: skip
