@@ -45,6 +45,14 @@ def write_bytes(spark: SparkSession, uri: str, data: bytes) -> None:
         out.close()
 
 
+def write_report(spark: SparkSession, output: str, html: str, summary: dict) -> str:
+    """Write a job's ``report.html`` and ``summary.json`` into ``output``; returns the report's URI."""
+    page = join(output, "report.html")
+    write_bytes(spark, page, html.encode())
+    write_bytes(spark, join(output, "summary.json"), to_json(summary))
+    return page
+
+
 def read_bytes(spark: SparkSession, uri: str) -> bytes:
     path, fs = _path(spark, uri)
     stream = fs.open(path)

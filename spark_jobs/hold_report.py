@@ -125,9 +125,8 @@ def load(
         }
         _log("writing report.html")
         html = report.render_hold_report(summary, {n: report.Table(*collected[n]) for n in TABLES})
-        files.write_bytes(spark, files.join(output, "report.html"), html.encode())
-        files.write_bytes(spark, files.join(output, "summary.json"), files.to_json(summary))
-        _log(f"done in {summary['seconds']} s: {files.join(output, 'report.html')}")
+        page = files.write_report(spark, output, html, summary)
+        _log(f"done in {summary['seconds']} s: {page}")
         return summary
     finally:
         spark.catalog.clearCache()

@@ -344,9 +344,8 @@ def load(spark: SparkSession, output: str, parsed: DataFrame, tables: dict[str, 
             "seconds": round(time.monotonic() - started, 3),
         }
         html = report.render_stats_report(summary, {n: report.Table(*collected[n]) for n in TABLES})
-        files.write_bytes(spark, files.join(output, "report.html"), html.encode())
-        files.write_bytes(spark, files.join(output, "summary.json"), files.to_json(summary))
-        _log(f"done in {summary['seconds']} s: {files.join(output, 'report.html')}")
+        page = files.write_report(spark, output, html, summary)
+        _log(f"done in {summary['seconds']} s: {page}")
         return summary
     finally:
         spark.catalog.clearCache()
