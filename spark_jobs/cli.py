@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from .defaults import DEFAULT_ACCURACY, DEFAULT_SHORT_POLLING_MS, DEFAULT_STATS_TIMEZONE
+from .defaults import DEFAULT_SHORT_POLLING_MS, DEFAULT_SKETCH_K, DEFAULT_STATS_TIMEZONE
 
 
 @click.command("report", context_settings={"help_option_names": ["-h", "--help"]})
@@ -21,14 +21,14 @@ from .defaults import DEFAULT_ACCURACY, DEFAULT_SHORT_POLLING_MS, DEFAULT_STATS_
               help="events: rmqproxy pull/hold event logs; stats-log: an Apache RocketMQ broker's stats.log")
 @click.option("--short-polling-ms", type=int, default=DEFAULT_SHORT_POLLING_MS, show_default=True,
               help="events: the broker's shortPollingTimeMills, for short-mode timeout overshoot")
-@click.option("--accuracy", type=int, default=DEFAULT_ACCURACY, show_default=True,
-              help="events: percentile_approx accuracy (rank error <= n/accuracy)")
+@click.option("--sketch-k", type=click.IntRange(8, 65535), default=DEFAULT_SKETCH_K, show_default=True,
+              help="events: KLL sketch size of the percentiles (rank error 0.07% at 4096)")
 @click.option("--top", type=int, default=20, show_default=True, help="rows in the slowest queue/client rankings")
 @click.option("--min-pulls", type=int, default=None, help="pulls a queue or client needs to be ranked [20; stats-log 1]")
 @click.option("--events-parquet", is_flag=True, help="events: also write the parsed events as Parquet by date")
 @click.option("--timezone", default=DEFAULT_STATS_TIMEZONE, show_default=True, help="stats-log: zone of the log's timestamps")
 @click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="extra Spark setting; repeatable")
-def report(inputs, output, master, source, short_polling_ms, accuracy, top, min_pulls, events_parquet, timezone,
+def report(inputs, output, master, source, short_polling_ms, sketch_k, top, min_pulls, events_parquet, timezone,
            confs) -> None:  # fmt: skip
     """Summarise pull/hold event logs (or a broker's stats.log) into Parquet, CSV and report.html."""
     argv = [x for path in inputs for x in ("--input", path)] + ["--output", output, "--top", str(top)]
@@ -40,7 +40,7 @@ def report(inputs, output, master, source, short_polling_ms, accuracy, top, min_
     if source == "events":
         from . import hold_report
 
-        argv += ["--short-polling-ms", str(short_polling_ms), "--accuracy", str(accuracy)]
+        argv += ["--short-polling-ms", str(short_polling_ms), "--sketch-k", str(sketch_k)]
         if events_parquet:
             argv.append("--events-parquet")
         hold_report.main(argv)

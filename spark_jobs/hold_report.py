@@ -33,10 +33,9 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a file (spark-submit spark_jobs/hold_report.py)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
-from spark_jobs import files, report, transforms
+from spark_jobs import files, report, schema, transforms
 from spark_jobs.session import build_session
 
 TABLES = ("by_minute", "by_hour", "group_topic", "rate_vs_pull_time", "slowest_queues", "slowest_clients")
@@ -53,35 +52,30 @@ def extract(spark: SparkSession, inputs: list[str]) -> DataFrame:
 
 
 def transform(
-    lines: DataFrame,
-    *,
-    short_polling_ms: int = transforms.DEFAULT_SHORT_POLLING_MS,
-    accuracy: int = transforms.DEFAULT_ACCURACY,
-    top: int = 20,
-    min_pulls: int = 20,
-    keep_all_columns: bool = False,
-) -> tuple[DataFrame, DataFrame, dict[str, DataFrame]]:
-    """Lines in; (parsed lines, enriched events, summary tables by name) out. Lazy.
+    lines: DataFrame, *, short_polling_ms: int = transforms.DEFAULT_SHORT_POLLING_MS,
+    sketch_k: int = transforms.DEFAULT_SKETCH_K, with_date: bool = False,
+) -> tuple[DataFrame, DataFrame, DataFrame]:  # fmt: skip
+    """Lines in; (parsed lines, enriched events, cells) out. Lazy.
 
-    ``parsed`` is what a job caches: every line's reject reason (with the line for rejects) and,
-    for good lines, the enriched columns the summaries read (all columns with
-    ``keep_all_columns``), so the JSON is parsed once."""
-    enriched = transforms.enrich(transforms.parse_lines(lines), short_polling_ms, with_date=keep_all_columns)
-    if keep_all_columns:
-        parsed = enriched
-    else:
-        parsed = enriched.select(*transforms.ENRICHED_USED, "reason", "source", "line")
-    events = transforms.valid_events(parsed)
-    by_minute = transforms.window_stats(events, "minute", accuracy)
-    tables = {
+    ``cells`` is the one scan of the input (``transforms.cell_stats``) that every table is
+    merged from (``summaries``). ``parsed`` is read again only to write rejected lines, and
+    ``events`` only for ``--events-parquet``."""
+    parsed = transforms.parse_lines(lines)
+    enriched = transforms.enrich(parsed, short_polling_ms, with_date=with_date)
+    return parsed, transforms.valid_events(enriched), transforms.cell_stats(enriched, sketch_k)
+
+
+def summaries(cells: DataFrame, *, top: int = 20, min_pulls: int = 20) -> dict[str, DataFrame]:
+    """The summary tables by name, merged from ``cells``. Lazy."""
+    by_minute = transforms.window_stats(cells, "minute")
+    return {
         "by_minute": by_minute,
-        "by_hour": transforms.window_stats(events, "hour", accuracy),
-        "group_topic": transforms.group_topic_stats(events, accuracy),
-        "rate_vs_pull_time": transforms.rate_vs_pull_time(events, by_minute, accuracy),
-        "slowest_queues": transforms.slowest_queues(events, top, min_pulls, accuracy),
-        "slowest_clients": transforms.slowest_clients(events, top, min_pulls, accuracy),
+        "by_hour": transforms.window_stats(cells, "hour"),
+        "group_topic": transforms.group_topic_stats(cells),
+        "rate_vs_pull_time": transforms.rate_vs_pull_time(cells, by_minute),
+        "slowest_queues": transforms.slowest_queues(cells, top, min_pulls),
+        "slowest_clients": transforms.slowest_clients(cells, top, min_pulls),
     }
-    return parsed, events, tables
 
 
 def load(
@@ -89,20 +83,25 @@ def load(
     output: str,
     parsed: DataFrame,
     events: DataFrame,
-    tables: dict[str, DataFrame],
+    cells: DataFrame,
     options: dict,
     events_parquet: bool = False,
 ) -> dict:
     """Run the plan and write everything under ``output``; returns the summary written."""
     started = time.monotonic()
-    parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         _log("reading and parsing input")
-        counts = {row["reason"]: row["count"] for row in transforms.reject_counts(parsed).collect()}
+        # Materialized once and cut from the input's lineage: every table reads these rows, and a
+        # cached plan is not always recognised inside a join (the rate table's would rescan).
+        cells = cells.localCheckpoint(eager=True)
+        tables = summaries(cells, top=options["top"], min_pulls=options["min_pulls"])
+        counts = {row["reason"]: row["count"] for row in transforms.reject_counts(cells).collect()}
         kept = counts.pop(None, 0)
         rejected = sum(counts.values())
         _log(f"{kept + rejected} lines: {kept} events kept, {rejected} rejected {dict(sorted(counts.items()))}")
-        transforms.rejected_lines(parsed).write.mode("overwrite").json(files.join(output, "rejects"))
+        # Only a log with rejects is read a second time, to write them with their file and text.
+        rejects = transforms.rejected_lines(parsed) if rejected else spark.createDataFrame([], schema.REJECT)
+        rejects.write.mode("overwrite").json(files.join(output, "rejects"))
         if events_parquet:
             _log("writing events Parquet")
             events.write.mode("overwrite").partitionBy("date").parquet(files.join(output, "events"))
@@ -132,12 +131,25 @@ def load(
         spark.catalog.clearCache()
 
 
-def run(spark: SparkSession, inputs: list[str], output: str, **options) -> dict:
+def run(
+    spark: SparkSession, inputs: list[str], output: str, *,
+    short_polling_ms: int = transforms.DEFAULT_SHORT_POLLING_MS, sketch_k: int = transforms.DEFAULT_SKETCH_K,
+    top: int = 20, min_pulls: int = 20, events_parquet: bool = False,
+) -> dict:  # fmt: skip
     """Extract, transform, load; returns the summary."""
-    events_parquet = bool(options.pop("events_parquet", False))
-    lines = extract(spark, inputs)
-    parsed, events, tables = transform(lines, keep_all_columns=events_parquet, **options)
-    return load(spark, output, parsed, events, tables, {"inputs": list(inputs), **options}, events_parquet)
+    parsed, events, cells = transform(
+        extract(spark, inputs), short_polling_ms=short_polling_ms, sketch_k=sketch_k, with_date=events_parquet
+    )
+    options = {"inputs": list(inputs), "short_polling_ms": short_polling_ms, "sketch_k": sketch_k, "top": top,
+               "min_pulls": min_pulls}  # fmt: skip
+    return load(spark, output, parsed, events, cells, options, events_parquet)
+
+
+def _sketch_k(text: str) -> int:
+    k = int(text)
+    if not 8 <= k <= 65535:
+        raise argparse.ArgumentTypeError(f"sketch size must be 8..65535, not {k}")
+    return k
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -150,8 +162,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
     parser.add_argument("--short-polling-ms", type=int, default=transforms.DEFAULT_SHORT_POLLING_MS,
                         help="the broker's shortPollingTimeMills, for the overshoot of short-mode timeouts")  # fmt: skip
-    parser.add_argument("--accuracy", type=int, default=transforms.DEFAULT_ACCURACY,
-                        help="percentile_approx accuracy (rank error <= n/accuracy)")  # fmt: skip
+    parser.add_argument("--sketch-k", type=_sketch_k, default=transforms.DEFAULT_SKETCH_K,
+                        help="KLL sketch size of the percentiles (rank error 0.07%% at 4096; 8..65535)")  # fmt: skip
     parser.add_argument("--top", type=int, default=20, help="rows in the slowest queue/client rankings")
     parser.add_argument("--min-pulls", type=int, default=20, help="pulls a queue or client needs to be ranked")
     parser.add_argument("--events-parquet", action="store_true", help="also write the parsed events as Parquet")
@@ -165,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = build_session("rmqproxy-hold-report", args.master, conf)
     try:
         run(
-            spark, args.input, args.output, short_polling_ms=args.short_polling_ms, accuracy=args.accuracy,
+            spark, args.input, args.output, short_polling_ms=args.short_polling_ms, sketch_k=args.sketch_k,
             top=args.top, min_pulls=args.min_pulls, events_parquet=args.events_parquet,
         )  # fmt: skip
     finally:

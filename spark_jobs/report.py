@@ -23,6 +23,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from .defaults import DEFAULT_SKETCH_K, rank_error
+
 HOLD = "#4c72b0"
 SERVICE = "#dd8452"
 TOTAL = "#55a868"
@@ -305,8 +307,6 @@ DEFINITIONS = [
     ("timeout overshoot", ("for pulls that ended by timeout: hold minus the deadline they were held to, suspend_ms "
      "in long polling mode, the broker's short polling time (a job option, default 1000 ms) in short mode.")),
     ("arrival rate", "messages returned per minute to a group on a topic (what a consumer that keeps up receives)."),
-    ("percentiles", ("percentile_approx: the value at percentile p has a rank within n/accuracy of p*n among the n "
-     "values; always one of the values. Windows and dates are UTC, by the time the answer was written.")),
 ]  # fmt: skip
 
 
@@ -343,7 +343,11 @@ def render_hold_report(summary: dict, tables: dict[str, Table]) -> str:
     if summary.get("rejected"):
         reasons = ", ".join(f"{k}: {v:,}" for k, v in summary.get("rejected_by_reason", {}).items())
         sections.append(f"<h2>Rejected lines</h2><p>{html.escape(reasons)} (each line is in rejects/).</p>")
-    return page("rmqproxy pull/hold report", cards, sections, DEFINITIONS)
+    k = summary.get("options", {}).get("sketch_k", DEFAULT_SKETCH_K)
+    percentiles = ("percentiles", (f"from KLL sketches of size {k}: the value at percentile p is one of the values, "
+                   f"and its rank is within {rank_error(k):.2%} of n of p*n among the n values (99% confidence; "
+                   f"exact for up to {k} values). Windows and dates are UTC, by the time the answer was written."))  # fmt: skip
+    return page("rmqproxy pull/hold report", cards, sections, [*DEFINITIONS, percentiles])
 
 
 STATS_DEFINITIONS = [

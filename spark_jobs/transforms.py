@@ -6,11 +6,15 @@ handmade DataFrame (tests/spark/test_transforms.py).
 
 Definitions (documented once, here, and in spark_jobs/README.md):
 
-- Percentiles are ``percentile_approx`` with ``accuracy`` (default 10000): the value returned for
-  percentile p has a rank within ``n / accuracy`` of ``p * n`` among the n values of its group,
-  and it is always one of the values (never interpolated). ``total_ms`` and ``service_ms``
-  percentiles are over all pulls; ``hold_ms`` percentiles are over held pulls only (over all
-  pulls the median hold of a busy queue would just be 0).
+- Percentiles come from KLL sketches (Spark's ``kll_sketch_*`` functions, Apache DataSketches)
+  of size ``sketch_k`` (default 4096): the value returned for percentile p is one of the values
+  (never interpolated), and with 99% confidence its rank is within ``rank_error(k) * n`` of
+  ``p * n`` among the n values of its group (0.07% at k = 4096: p99 lies in p98.93..p99.07). A
+  group of at most k values is exact: the value of rank ceil(p * n). Sketches are built per cell
+  (``cell_stats``) and merged for each window, which keeps the bound; compaction is randomized,
+  so above k values a rerun can move a percentile within that bound. ``total_ms`` and
+  ``service_ms`` percentiles are over all pulls; ``hold_ms`` percentiles are over held pulls
+  only (over all pulls the median hold of a busy queue would just be 0).
 - Timeout overshoot: for ``wake == "timeout"`` only, ``hold_ms`` minus the deadline the server
   held the pull to: ``suspend_ms`` in ``long`` mode, and in ``short`` mode the broker's
   ``shortPollingTimeMills``, which is not in the event, so it is a job parameter
@@ -33,7 +37,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from .defaults import DEFAULT_ACCURACY, DEFAULT_SHORT_POLLING_MS
+from .defaults import DEFAULT_SHORT_POLLING_MS, DEFAULT_SKETCH_K
 from .schema import CORRUPT_COLUMN, PULL_EVENT_FIELDS, PULL_EVENT_READ, WAKES
 
 PERCENTILES = (0.5, 0.9, 0.99)
@@ -58,8 +62,8 @@ RATE_BUCKETS: tuple[tuple[float, str], ...] = (
 def parse_lines(lines: DataFrame) -> DataFrame:
     """Parse raw log lines (columns ``value``, ``source``) against the PullEvent schema.
 
-    Returns every PullEvent field plus ``reason`` (null for a good line) and, for rejected lines
-    only, ``source`` and ``line``. Reasons, first match wins:
+    Returns every PullEvent field (null on rejected lines) plus ``reason`` (null for a good line)
+    and, for rejected lines only, ``source`` and ``line``. Reasons, first match wins:
     ``blank`` (empty or whitespace); ``malformed`` (not a JSON object, or a field of the wrong
     type, NaN included: Spark's PERMISSIVE reader flags these); ``trailing_data`` (text after the
     object, or two objects run together ``}{`` as a lost newline leaves them: Spark's reader would
@@ -85,11 +89,12 @@ def parse_lines(lines: DataFrame) -> DataFrame:
         .when(non_finite, F.lit("non_finite"))
     )
     kept = parsed.select(*[F.col("e")[name].alias(name) for name in FIELDS], reason.alias("reason"), "source", "value")
+    good = F.col("reason").isNull()
     return kept.select(
-        *FIELDS,
+        *[F.when(good, F.col(name)).alias(name) for name in FIELDS],
         "reason",
-        F.when(F.col("reason").isNotNull(), F.col("source")).alias("source"),
-        F.when(F.col("reason").isNotNull(), F.col("value")).alias("line"),
+        F.when(~good, F.col("source")).alias("source"),
+        F.when(~good, F.col("value")).alias("line"),
     )
 
 
@@ -105,11 +110,6 @@ def rejected_lines(parsed: DataFrame) -> DataFrame:
     )
 
 
-def reject_counts(parsed: DataFrame) -> DataFrame:
-    """How many lines were read, kept and rejected, per reason (``reason`` null = kept)."""
-    return parsed.groupBy(F.col("reason")).count()
-
-
 # ---------------------------------------------------------------------------------------------
 # derived columns
 
@@ -122,21 +122,20 @@ def expected_hold_ms(short_polling_ms: int) -> Column:
     )
 
 
-#: What the aggregates read from ``enrich``'s output: a job caches only these.
-ENRICHED_USED = ("ts_ms", "group", "topic", "queue_id", "client", "suspend_ms", "held", "hold_ms", "service_ms",
-                 "total_ms", "wake", "found", "overshoot_ms", "msgs", "bytes", "minute", "hour")  # fmt: skip
+def _epoch_window(ts: Column, size_ms: int) -> Column:
+    """Start of the whole-UTC window of ``size_ms`` holding epoch-ms ``ts``, as a timestamp (cut
+    from the epoch ms, cheaper than truncating timestamps row by row)."""
+    return F.timestamp_millis(ts - F.pmod(ts, F.lit(size_ms)))
 
 
 def enrich(events: DataFrame, short_polling_ms: int = DEFAULT_SHORT_POLLING_MS, with_date: bool = False) -> DataFrame:
-    """Add ``minute`` and ``hour`` (window starts, timestamps), ``overshoot_ms``, ``found`` (code
-    SUCCESS), ``client`` (the client id, or the remote address when the client never sent one);
-    with ``with_date`` also ``date`` (yyyy-MM-dd, for partitioning events). Windows are cut from
-    the epoch ms (whole minutes and hours of UTC), cheaper than truncating timestamps row by row."""
+    """Add ``minute`` (window start, a timestamp), ``overshoot_ms``, ``found`` (code SUCCESS),
+    ``client`` (the client id, or the remote address when the client never sent one); with
+    ``with_date`` also ``date`` (yyyy-MM-dd, for partitioning events)."""
     ts = F.col("ts_ms")
     columns = [
         *events.columns,
-        F.timestamp_millis(ts - F.pmod(ts, F.lit(60_000))).alias("minute"),
-        F.timestamp_millis(ts - F.pmod(ts, F.lit(3_600_000))).alias("hour"),
+        _epoch_window(ts, 60_000).alias("minute"),
         F.when(F.col("wake") == "timeout", F.col("hold_ms") - expected_hold_ms(short_polling_ms)).alias(
             "overshoot_ms"
         ),
@@ -149,39 +148,86 @@ def enrich(events: DataFrame, short_polling_ms: int = DEFAULT_SHORT_POLLING_MS, 
 
 
 # ---------------------------------------------------------------------------------------------
-# aggregates
+# cells: the one pass over the events
+
+#: Cells: what every summary is merged from, two kinds cut in the same pass (grouping sets).
+#: Window cells feed the window, whole-input and arrival-rate tables; queue cells feed the slowest
+#: queue and client rankings. Rejected lines (PullEvent columns null) fall in cells of their own
+#: ``reason``. Two small kinds instead of one cell per queue, client and minute: a sketch costs
+#: its size k in memory however few values it holds, so fewer cells is a faster pass.
+WINDOW_KEYS = ("group", "topic", "minute", "suspendable")
+QUEUE_KEYS = ("group", "topic", "queue_id", "client")
+#: Measures with a KLL sketch per cell, and the column each sketches (hold: held pulls only).
+_SKETCHED = ("total", "hold", "service", "overshoot")
+_SUMMED = ("pulls", "held_pulls", "found_pulls", "timeouts_measured", "total_ms_sum", "hold_ms_sum", "service_ms_sum",
+           "overshoot_ms_sum", "msgs", "bytes", *[f"_wake_{w}" for w in WAKES])  # fmt: skip
+_MAXED = ("total_ms_max", "hold_ms_max", "service_ms_max", "overshoot_ms_max", "last_ts_ms")
 
 
-def _percentiles(column: Column, accuracy: int) -> Column:
-    return F.percentile_approx(column, list(PERCENTILES), accuracy)
+def _measure(name: str) -> Column:
+    if name == "hold":
+        return F.when(F.col("held"), F.col("hold_ms"))
+    return F.col(f"{name}_ms")
 
 
-def _pull_aggregates(accuracy: int) -> list[Column]:
+def cell_stats(events: DataFrame, sketch_k: int = DEFAULT_SKETCH_K) -> DataFrame:
+    """Enriched events (good and rejected lines, or just events) in; one row per cell out:
+    ``kind`` ("window" or "queue"), ``reason`` (null for good lines), the keys of its kind (the
+    others null), counts, sums, maxima, first/last ``ts_ms``, per-wake counts and a KLL sketch
+    (``_<measure>_sketch``) of total, hold, service and overshoot time. The input is parsed and
+    scanned once; sketches, unlike ``percentile_approx`` results, merge into any coarser group
+    without losing their bound."""
     held = F.col("held")
-    aggregates = [
-        F.count(F.lit(1)).alias("pulls"),
-        F.sum(held.cast("long")).alias("held_pulls"),
-        F.sum(F.col("found").cast("long")).alias("found_pulls"),
-        _percentiles(F.col("total_ms"), accuracy).alias("_total"),
-        _percentiles(F.when(held, F.col("hold_ms")), accuracy).alias("_hold"),
-        _percentiles(F.col("service_ms"), accuracy).alias("_service"),
-        _percentiles(F.col("overshoot_ms"), accuracy).alias("_overshoot"),
-        F.max("total_ms").alias("total_ms_max"),
-        F.max(F.when(held, F.col("hold_ms"))).alias("hold_ms_max"),
-        F.max("service_ms").alias("service_ms_max"),
-        F.max("overshoot_ms").alias("overshoot_ms_max"),
-        F.avg("overshoot_ms").alias("overshoot_ms_mean"),
-        F.count("overshoot_ms").alias("timeouts_measured"),
-        F.sum("total_ms").alias("total_ms_sum"),
-        F.sum("hold_ms").alias("hold_ms_sum"),
-        F.sum("service_ms").alias("service_ms_sum"),
-        F.sum("msgs").alias("msgs"),
-        F.sum("bytes").alias("bytes"),
-        F.min("ts_ms").alias("first_ts_ms"),
-        F.max("ts_ms").alias("last_ts_ms"),
+    counts = {
+        "pulls": F.count(F.lit(1)),
+        "held_pulls": F.sum(held.cast("long")),
+        "found_pulls": F.sum(F.col("found").cast("long")),
+        "timeouts_measured": F.count("overshoot_ms"),
+        "total_ms_sum": F.sum("total_ms"),
+        "hold_ms_sum": F.sum("hold_ms"),
+        "service_ms_sum": F.sum("service_ms"),
+        "overshoot_ms_sum": F.sum("overshoot_ms"),
+        "msgs": F.sum("msgs"),
+        "bytes": F.sum("bytes"),
+        **{f"_wake_{w}": F.sum((F.col("wake") == w).cast("long")) for w in WAKES},
+        **{f"{m}_ms_max": F.max(_measure(m)) for m in _SKETCHED},
+        "first_ts_ms": F.min("ts_ms"),
+        "last_ts_ms": F.max("ts_ms"),
+        **{f"_{m}_sketch": F.kll_sketch_agg_double(_measure(m), sketch_k) for m in _SKETCHED},
+    }
+    keyed = events.withColumn("suspendable", F.col("suspend_ms") > 0)
+    if "reason" not in events.columns:
+        keyed = keyed.withColumn("reason", F.lit(None).cast("string"))
+    keys = ["reason", *dict.fromkeys(WINDOW_KEYS + QUEUE_KEYS)]
+    grouped = keyed.groupingSets([["reason", *WINDOW_KEYS], ["reason", *QUEUE_KEYS]], *keys)
+    kind = F.when(F.grouping("minute") == 0, F.lit("window")).otherwise(F.lit("queue"))
+    return grouped.agg(kind.alias("kind"), *[column.alias(name) for name, column in counts.items()])
+
+
+def reject_counts(cells: DataFrame) -> DataFrame:
+    """Lines per ``reason`` (null = kept) from ``cell_stats``."""
+    return cells.where(F.col("kind") == "window").groupBy("reason").agg(F.sum("pulls").alias("count"))
+
+
+def _good(cells: DataFrame, kind: str) -> DataFrame:
+    return cells.where(F.col("reason").isNull() & (F.col("kind") == kind))
+
+
+def _merged() -> list[Column]:
+    """Aggregates that merge cells into any coarser group: sums, maxima and merged sketches."""
+    return [
+        *[F.sum(c).alias(c) for c in _SUMMED],
+        *[F.max(c).alias(c) for c in _MAXED],
+        F.min("first_ts_ms").alias("first_ts_ms"),
+        *[F.kll_merge_agg_double(f"_{m}_sketch").alias(f"_{m}_sketch") for m in _SKETCHED],
     ]
-    aggregates += [F.sum((F.col("wake") == w).cast("long")).alias(f"_wake_{w}") for w in WAKES]
-    return aggregates
+
+
+def _quantiles(sketch: str) -> Column:
+    """The PERCENTILES of a sketch (null when it saw no value): each is one of the values."""
+    column = F.col(sketch)
+    ranks = F.array(*[F.lit(p) for p in PERCENTILES])
+    return F.when(F.kll_sketch_get_n_double(column) > 0, F.kll_sketch_get_quantile_double(column, ranks))
 
 
 def _share(numerator: Column, denominator: Column) -> Column:
@@ -189,7 +235,8 @@ def _share(numerator: Column, denominator: Column) -> Column:
 
 
 def _finish(df: DataFrame, keys: list[str], minutes: Column) -> DataFrame:
-    """Flatten percentile arrays and turn counts into shares; ``minutes`` is the window length."""
+    """Read percentiles off the merged sketches and turn counts into shares; ``minutes`` is the
+    window length."""
     pulls = F.col("pulls")
     columns = [F.col(k) for k in keys] + [
         pulls,
@@ -197,8 +244,11 @@ def _finish(df: DataFrame, keys: list[str], minutes: Column) -> DataFrame:
         _share(F.col("held_pulls"), pulls).alias("held_share"),
         "found_pulls",
     ]
+    # read each sketch once (a projection of its own): every read deserializes and sorts it
+    df = df.select("*", *[_quantiles(f"_{m}_sketch").alias(f"_{m}") for m in _SKETCHED])
+    quantiles = {m: F.col(f"_{m}") for m in _SKETCHED}
     for measure in ("total", "hold", "service"):
-        columns += [F.col(f"_{measure}")[i].alias(f"{measure}_ms_{name}") for i, name in enumerate(_PCT_NAMES)]
+        columns += [quantiles[measure][i].alias(f"{measure}_ms_{name}") for i, name in enumerate(_PCT_NAMES)]
         columns.append(f"{measure}_ms_max")
     columns += [
         _share(F.col("total_ms_sum"), pulls).alias("total_ms_mean"),
@@ -211,10 +261,10 @@ def _finish(df: DataFrame, keys: list[str], minutes: Column) -> DataFrame:
     columns += [
         F.col("_wake_timeout").alias("timeouts"),
         "timeouts_measured",
-        F.col("_overshoot")[0].alias("overshoot_ms_p50"),
-        F.col("_overshoot")[2].alias("overshoot_ms_p99"),
+        quantiles["overshoot"][0].alias("overshoot_ms_p50"),
+        quantiles["overshoot"][2].alias("overshoot_ms_p99"),
         "overshoot_ms_max",
-        "overshoot_ms_mean",
+        _share(F.col("overshoot_ms_sum"), F.col("timeouts_measured")).alias("overshoot_ms_mean"),
         "msgs",
         "bytes",
         (F.col("msgs") / minutes).alias("msgs_per_min"),
@@ -227,27 +277,34 @@ def _finish(df: DataFrame, keys: list[str], minutes: Column) -> DataFrame:
     return df.select(*columns)
 
 
-def window_stats(events: DataFrame, window: str, accuracy: int = DEFAULT_ACCURACY) -> DataFrame:
-    """Per (group, topic, window start) for ``window`` "minute" or "hour" (enriched events in).
+def _sorted(table: DataFrame, *columns: str) -> DataFrame:
+    """A summary table in order, sorted in one partition: a global ``orderBy`` samples its input
+    first, which here means merging and reading every sketch twice, for a table that is small."""
+    return table.repartition(1).sortWithinPartitions(*columns)
+
+
+def window_stats(cells: DataFrame, window: str) -> DataFrame:
+    """Per (group, topic, window start) for ``window`` "minute" or "hour" (``cell_stats`` in).
 
     Columns: group, topic, window_start, date, then the pull aggregates (see module doc).
     """
     if window not in ("minute", "hour"):
         raise ValueError(f"window must be minute or hour, not {window!r}")
-    grouped = events.groupBy("group", "topic", F.col(window).alias("window_start")).agg(*_pull_aggregates(accuracy))
+    start = F.col("minute") if window == "minute" else _epoch_window(F.unix_millis("minute"), 3_600_000)
+    grouped = _good(cells, "window").groupBy("group", "topic", start.alias("window_start")).agg(*_merged())
     minutes = F.lit(1.0 if window == "minute" else 60.0)
     out = _finish(grouped, ["group", "topic", "window_start"], minutes)
     return out.select(
         "group", "topic", "window_start", F.date_format("window_start", "yyyy-MM-dd").alias("date"),
         *[c for c in out.columns if c not in ("group", "topic", "window_start")],
-    ).orderBy("group", "topic", "window_start")  # fmt: skip
+    ).transform(_sorted, "group", "topic", "window_start")  # fmt: skip
 
 
-def group_topic_stats(events: DataFrame, accuracy: int = DEFAULT_ACCURACY) -> DataFrame:
-    """Per (group, topic) over the whole input (enriched events in)."""
-    grouped = events.groupBy("group", "topic").agg(*_pull_aggregates(accuracy))
+def group_topic_stats(cells: DataFrame) -> DataFrame:
+    """Per (group, topic) over the whole input (``cell_stats`` in)."""
+    grouped = _good(cells, "window").groupBy("group", "topic").agg(*_merged())
     span = F.greatest(F.lit(1.0), (F.col("last_ts_ms") - F.col("first_ts_ms")) / 60000.0)
-    return _finish(grouped, ["group", "topic"], span).orderBy("group", "topic")
+    return _sorted(_finish(grouped, ["group", "topic"], span), "group", "topic")
 
 
 def rate_bucket(rate: Column) -> Column:
@@ -259,60 +316,61 @@ def rate_bucket(rate: Column) -> Column:
     return expr
 
 
-def rate_vs_pull_time(events: DataFrame, by_minute: DataFrame, accuracy: int = DEFAULT_ACCURACY) -> DataFrame:
+def rate_vs_pull_time(cells: DataFrame, by_minute: DataFrame) -> DataFrame:
     """Pull, hold and service time of every pull, grouped by its (group, topic, minute)'s arrival
     rate (RATE_BUCKETS of ``msgs_per_min``): low traffic means long pulls (they are held), while
     service time stays flat. Only pulls with the suspend flag (``suspend_ms`` > 0) count: a plain
     poll is never held, so it says nothing about holding. ``group_topic_minutes`` counts the
     minutes in the bucket (all of them), ``msgs_per_min`` is their mean rate. One row per bucket
-    with suspendable pulls, in bucket order (``bucket_index``)."""
+    with suspendable pulls, in bucket order (``bucket_index``). ``cell_stats`` and ``window_stats``
+    by minute in."""
     rates = by_minute.select(
         "group", "topic", F.col("window_start").alias("minute"), rate_bucket(F.col("msgs_per_min")).alias("bucket")
     )
-    suspendable = events.where(F.col("suspend_ms") > 0)
+    suspendable = _good(cells, "window").where(F.col("suspendable"))
     joined = suspendable.join(F.broadcast(rates), ["group", "topic", "minute"])
-    grouped = joined.groupBy("bucket").agg(*_pull_aggregates(accuracy)).drop("msgs")
+    grouped = joined.groupBy("bucket").agg(*_merged()).drop("msgs")
     minutes = by_minute.groupBy(rate_bucket(F.col("msgs_per_min")).alias("bucket")).agg(
         F.count(F.lit(1)).alias("group_topic_minutes"), F.sum("msgs").alias("msgs")
     )
     order = F.create_map(*[x for i, (_, label) in enumerate(RATE_BUCKETS) for x in (F.lit(label), F.lit(i))])
     out = _finish(grouped.join(minutes, "bucket"), ["bucket", "group_topic_minutes"], F.col("group_topic_minutes"))
-    return out.select(order[F.col("bucket")].alias("bucket_index"), *out.columns).orderBy("bucket_index")
+    return _sorted(out.select(order[F.col("bucket")].alias("bucket_index"), *out.columns), "bucket_index")
 
 
-def _slowest(events: DataFrame, keys: list[Column], top: int, min_pulls: int, accuracy: int) -> DataFrame:
-    grouped = events.groupBy(*keys).agg(
-        F.count(F.lit(1)).alias("pulls"),
-        _percentiles(F.col("service_ms"), accuracy).alias("_service"),
-        F.max("service_ms").alias("service_ms_max"),
-        F.avg("service_ms").alias("service_ms_mean"),
-        F.avg(F.col("held").cast("double")).alias("held_share"),
+def _slowest(cells: DataFrame, keys: list[str], top: int, min_pulls: int) -> DataFrame:
+    pulls = F.sum("pulls")
+    grouped = _good(cells, "queue").groupBy(*keys).agg(
+        pulls.alias("pulls"),
+        F.kll_merge_agg_double("_service_sketch").alias("_service_sketch"),
+        F.max("service_ms_max").alias("service_ms_max"),
+        (F.sum("service_ms_sum") / pulls).alias("service_ms_mean"),
+        (F.sum("held_pulls") / pulls).alias("held_share"),
         F.sum("msgs").alias("msgs"),
         F.array_join(F.array_sort(F.collect_set("group")), ",").alias("groups"),
     )
     names = [c for c in grouped.columns if not c.startswith("_")]
-    order = [F.col("_service")[2].desc(), F.col("service_ms_max").desc(), *[F.col(n) for n in names[: len(keys)]]]
+    grouped = grouped.select(*names, _quantiles("_service_sketch").alias("_service"))
+    service = F.col("_service")
+    order = [service[2].desc(), F.col("service_ms_max").desc(), *[F.col(n) for n in keys]]
     ranked = grouped.where(F.col("pulls") >= min_pulls).select(
         # one window partition on purpose: a ranking is global, and there is a row per queue or client
         F.row_number().over(Window.partitionBy(F.lit(0)).orderBy(*order)).alias("rank"),
         *names,
-        *[F.col("_service")[i].alias(f"service_ms_{name}") for i, name in enumerate(_PCT_NAMES)],
+        *[service[i].alias(f"service_ms_{name}") for i, name in enumerate(_PCT_NAMES)],
     )
     return ranked.where(F.col("rank") <= top)
 
 
-def slowest_queues(
-    events: DataFrame, top: int = 20, min_pulls: int = 1, accuracy: int = DEFAULT_ACCURACY
-) -> DataFrame:
+def slowest_queues(cells: DataFrame, top: int = 20, min_pulls: int = 1) -> DataFrame:
     """Queues (group, topic, queue_id) by p99 service time, slowest first (hold excluded); ties
-    by max service time, then key. Only keys with at least ``min_pulls`` pulls are ranked."""
-    out = _slowest(events, [F.col("group"), F.col("topic"), F.col("queue_id")], top, min_pulls, accuracy)
-    return out.drop("groups").orderBy("rank")
+    by max service time, then key. Only keys with at least ``min_pulls`` pulls are ranked.
+    ``cell_stats`` in."""
+    return _slowest(cells, ["group", "topic", "queue_id"], top, min_pulls).drop("groups").orderBy("rank")
 
 
-def slowest_clients(
-    events: DataFrame, top: int = 20, min_pulls: int = 1, accuracy: int = DEFAULT_ACCURACY
-) -> DataFrame:
+def slowest_clients(cells: DataFrame, top: int = 20, min_pulls: int = 1) -> DataFrame:
     """Clients by p99 service time, slowest first: ``client`` is the client id from the heartbeat,
-    or the remote address when the client never sent one; ``groups`` lists its groups."""
-    return _slowest(events, [F.col("client")], top, min_pulls, accuracy).orderBy("rank")
+    or the remote address when the client never sent one; ``groups`` lists its groups.
+    ``cell_stats`` in."""
+    return _slowest(cells, ["client"], top, min_pulls).orderBy("rank")

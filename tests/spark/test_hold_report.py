@@ -20,7 +20,7 @@ def test_job_writes_parquet_by_date_csv_rejects_summary_and_report(spark, tmp_pa
     raw = [json.loads(x) for p in paths for x in gzip.decompress(p.read_bytes()).decode().splitlines()]
     out = tmp_path / "out"
 
-    summary = hold_report.run(spark, [str(logs)], str(out), accuracy=1000, min_pulls=1, top=5)
+    summary = hold_report.run(spark, [str(logs)], str(out), sketch_k=1000, min_pulls=1, top=5)
 
     assert (summary["lines"], summary["events"], summary["rejected"]) == (6_002, 6_000, 2)
     assert summary["rejected_by_reason"] == {"blank": 1, "malformed": 1}

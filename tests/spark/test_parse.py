@@ -50,7 +50,8 @@ def test_each_bad_line_is_rejected_with_its_reason(spark) -> None:
     assertDataFrameEqual(rejected, expected)
     kept = transforms.valid_events(parsed)
     assert sorted(r["ts_ms"] for r in kept.collect()) == [T0, T0 + 1, T0 + 2, T0 + 2]
-    counts = {r["reason"]: r["count"] for r in transforms.reject_counts(parsed).collect()}
+    cells = transforms.cell_stats(transforms.enrich(parsed))
+    counts = {r["reason"]: r["count"] for r in transforms.reject_counts(cells).collect()}
     assert counts[None] == 4 and sum(counts.values()) == 4 + len(bad)
 
 
