@@ -217,4 +217,3 @@ def _write(v: Any, out: list[str], enc: Callable[[str], str], quote_keys: bool) 
         out.append("]")
     else:
         raise BodyError(f"cannot write a value of type {type(v).__name__}")
-

@@ -234,7 +234,6 @@ def group_topic(minutes: DataFrame) -> DataFrame:
 def rate_vs_service(minute_table: DataFrame) -> DataFrame:
     """By arrival-rate bucket of the (group, topic) minute: minutes, found pulls, mean rate, and
     mean service time weighted by pulls (stats.log has averages only)."""
-    order = F.create_map(*[x for i, (_, label) in enumerate(transforms.RATE_BUCKETS) for x in (F.lit(label), F.lit(i))])
     bucketed = minute_table.withColumn("bucket", transforms.rate_bucket(F.col("msgs_per_min")))
     out = bucketed.groupBy("bucket").agg(
         F.count(F.lit(1)).alias("group_topic_minutes"),
@@ -244,7 +243,7 @@ def rate_vs_service(minute_table: DataFrame) -> DataFrame:
         F.sum(F.when(F.col("service_ms_mean").isNotNull(), F.col("found_pulls"))).alias("_timed"),
     )
     return out.select(
-        order[F.col("bucket")].alias("bucket_index"), "bucket", "group_topic_minutes", "found_pulls", "msgs",
+        transforms.rate_bucket_index(F.col("bucket")).alias("bucket_index"), "bucket", "group_topic_minutes", "found_pulls", "msgs",
         (F.col("msgs") / F.col("group_topic_minutes")).alias("msgs_per_min"),
         F.when(F.col("_timed") > 0, F.col("_weighted") / F.col("_timed")).alias("service_ms_mean"),
     ).orderBy("bucket_index")  # fmt: skip

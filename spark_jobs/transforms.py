@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections.abc import Callable
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -159,10 +160,6 @@ WINDOW_KEYS = ("group", "topic", "minute", "suspendable")
 QUEUE_KEYS = ("group", "topic", "queue_id", "client")
 #: Measures with a KLL sketch per cell, and the column each sketches (hold: held pulls only).
 _SKETCHED = ("total", "hold", "service", "overshoot")
-_SUMMED = ("pulls", "held_pulls", "found_pulls", "timeouts_measured", "total_ms_sum", "hold_ms_sum", "service_ms_sum",
-           "overshoot_ms_sum", "msgs", "bytes", *[f"_wake_{w}" for w in WAKES])  # fmt: skip
-_MAXED = ("total_ms_max", "hold_ms_max", "service_ms_max", "overshoot_ms_max", "last_ts_ms")
-
 
 def _measure(name: str) -> Column:
     if name == "hold":
@@ -177,31 +174,40 @@ def cell_stats(events: DataFrame, sketch_k: int = DEFAULT_SKETCH_K) -> DataFrame
     (``_<measure>_sketch``) of total, hold, service and overshoot time. The input is parsed and
     scanned once; sketches, unlike ``percentile_approx`` results, merge into any coarser group
     without losing their bound."""
-    held = F.col("held")
-    counts = {
-        "pulls": F.count(F.lit(1)),
-        "held_pulls": F.sum(held.cast("long")),
-        "found_pulls": F.sum(F.col("found").cast("long")),
-        "timeouts_measured": F.count("overshoot_ms"),
-        "total_ms_sum": F.sum("total_ms"),
-        "hold_ms_sum": F.sum("hold_ms"),
-        "service_ms_sum": F.sum("service_ms"),
-        "overshoot_ms_sum": F.sum("overshoot_ms"),
-        "msgs": F.sum("msgs"),
-        "bytes": F.sum("bytes"),
-        **{f"_wake_{w}": F.sum((F.col("wake") == w).cast("long")) for w in WAKES},
-        **{f"{m}_ms_max": F.max(_measure(m)) for m in _SKETCHED},
-        "first_ts_ms": F.min("ts_ms"),
-        "last_ts_ms": F.max("ts_ms"),
-        **{f"_{m}_sketch": F.kll_sketch_agg_double(_measure(m), sketch_k) for m in _SKETCHED},
-    }
     keyed = events.withColumn("suspendable", F.col("suspend_ms") > 0)
     if "reason" not in events.columns:
         keyed = keyed.withColumn("reason", F.lit(None).cast("string"))
     keys = ["reason", *dict.fromkeys(WINDOW_KEYS + QUEUE_KEYS)]
     grouped = keyed.groupingSets([["reason", *WINDOW_KEYS], ["reason", *QUEUE_KEYS]], *keys)
     kind = F.when(F.grouping("minute") == 0, F.lit("window")).otherwise(F.lit("queue"))
-    return grouped.agg(kind.alias("kind"), *[column.alias(name) for name, column in counts.items()])
+    columns = _cell_columns(sketch_k)
+    return grouped.agg(kind.alias("kind"), *[column.alias(name) for name, (column, _) in columns.items()])
+
+
+def _cell_columns(sketch_k: int) -> dict[str, tuple[Column, Callable[[str], Column]]]:
+    """Every column of a cell: its aggregate over events, and the function that merges cells
+    into a coarser group (one table, so a column cannot be made and then left out of merges)."""
+    held = F.col("held")
+    return {
+        "pulls": (F.count(F.lit(1)), F.sum),
+        "held_pulls": (F.sum(held.cast("long")), F.sum),
+        "found_pulls": (F.sum(F.col("found").cast("long")), F.sum),
+        "timeouts_measured": (F.count("overshoot_ms"), F.sum),
+        "total_ms_sum": (F.sum("total_ms"), F.sum),
+        "hold_ms_sum": (F.sum("hold_ms"), F.sum),
+        "service_ms_sum": (F.sum("service_ms"), F.sum),
+        "overshoot_ms_sum": (F.sum("overshoot_ms"), F.sum),
+        "msgs": (F.sum("msgs"), F.sum),
+        "bytes": (F.sum("bytes"), F.sum),
+        **{f"_wake_{w}": (F.sum((F.col("wake") == w).cast("long")), F.sum) for w in WAKES},
+        **{f"{m}_ms_max": (F.max(_measure(m)), F.max) for m in _SKETCHED},
+        "first_ts_ms": (F.min("ts_ms"), F.min),
+        "last_ts_ms": (F.max("ts_ms"), F.max),
+        **{
+            f"_{m}_sketch": (F.kll_sketch_agg_double(_measure(m), sketch_k), F.kll_merge_agg_double)
+            for m in _SKETCHED
+        },
+    }
 
 
 def reject_counts(cells: DataFrame) -> DataFrame:
@@ -214,13 +220,9 @@ def _good(cells: DataFrame, kind: str) -> DataFrame:
 
 
 def _merged() -> list[Column]:
-    """Aggregates that merge cells into any coarser group: sums, maxima and merged sketches."""
-    return [
-        *[F.sum(c).alias(c) for c in _SUMMED],
-        *[F.max(c).alias(c) for c in _MAXED],
-        F.min("first_ts_ms").alias("first_ts_ms"),
-        *[F.kll_merge_agg_double(f"_{m}_sketch").alias(f"_{m}_sketch") for m in _SKETCHED],
-    ]
+    """Aggregates that merge cells into any coarser group: sums, maxima, minima, merged sketches
+    (a merged sketch keeps its cells' k, so the k given here shapes nothing)."""
+    return [merge(name).alias(name) for name, (_, merge) in _cell_columns(DEFAULT_SKETCH_K).items()]
 
 
 def _quantiles(sketch: str) -> Column:
@@ -316,6 +318,12 @@ def rate_bucket(rate: Column) -> Column:
     return expr
 
 
+def rate_bucket_index(label: Column) -> Column:
+    """Position of a RATE_BUCKETS label in RATE_BUCKETS, to put bucket tables in rate order."""
+    positions = F.create_map(*[x for i, (_, name) in enumerate(RATE_BUCKETS) for x in (F.lit(name), F.lit(i))])
+    return positions[label]
+
+
 def rate_vs_pull_time(cells: DataFrame, by_minute: DataFrame) -> DataFrame:
     """Pull, hold and service time of every pull, grouped by its (group, topic, minute)'s arrival
     rate (RATE_BUCKETS of ``msgs_per_min``): low traffic means long pulls (they are held), while
@@ -333,9 +341,8 @@ def rate_vs_pull_time(cells: DataFrame, by_minute: DataFrame) -> DataFrame:
     minutes = by_minute.groupBy(rate_bucket(F.col("msgs_per_min")).alias("bucket")).agg(
         F.count(F.lit(1)).alias("group_topic_minutes"), F.sum("msgs").alias("msgs")
     )
-    order = F.create_map(*[x for i, (_, label) in enumerate(RATE_BUCKETS) for x in (F.lit(label), F.lit(i))])
     out = _finish(grouped.join(minutes, "bucket"), ["bucket", "group_topic_minutes"], F.col("group_topic_minutes"))
-    return _sorted(out.select(order[F.col("bucket")].alias("bucket_index"), *out.columns), "bucket_index")
+    return _sorted(out.select(rate_bucket_index(F.col("bucket")).alias("bucket_index"), *out.columns), "bucket_index")
 
 
 def _slowest(cells: DataFrame, keys: list[str], top: int, min_pulls: int) -> DataFrame:
