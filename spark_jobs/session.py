@@ -20,8 +20,8 @@ DEFAULTS = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "16",
     "spark.ui.showConsoleProgress": "true",
-    # percentile_approx is an object aggregate: keep hashing past 128 keys a task (one key per
-    # group, topic and minute) instead of falling back to sorting every row.
+    # KLL sketch aggregates are object aggregates: keep hashing past 128 keys a task (one key per
+    # cell) instead of falling back to sorting every row.
     "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "100000",
 }
 
