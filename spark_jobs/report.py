@@ -310,36 +310,47 @@ DEFINITIONS = [
 ]  # fmt: skip
 
 
-def render_hold_report(summary: dict, tables: dict[str, Table]) -> str:
-    """The hold_report page."""
-    empty = Table([], [])
-    gt = tables.get("group_topic", empty)
-    minute = tables.get("by_minute", empty)
-    rates = tables.get("rate_vs_pull_time", empty)
+def _no_table() -> Table:
+    """A table a job did not produce (the page shows it empty)."""
+    return Table([], [])
+
+
+def _opening(
+    summary: dict, group_topic: Table, counted: tuple[str, int], nothing: str
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """What both report pages open with: cards (what was ``counted``, rejects, group/topics, time
+    span) and, when no group/topic had data, the section saying so (``nothing``)."""
+    label, count = counted
     cards = [
-        ("events", f"{summary.get('events', 0):,}"),
+        (label, f"{count:,}"),
         ("rejected lines", f"{summary.get('rejected', 0):,}"),
-        ("group/topics", f"{len(gt.rows):,}"),
+        ("group/topics", f"{len(group_topic.rows):,}"),
         ("from", _when(summary.get("first_ts_ms"))),
         ("to", _when(summary.get("last_ts_ms"))),
     ]
-    sections = []
-    if not gt.rows:
-        sections.append("<h2>No events</h2><p>The input held no valid pull events.</p>")
+    return cards, [] if group_topic.rows else [nothing]
+
+
+def render_hold_report(summary: dict, tables: dict[str, Table]) -> str:
+    """The hold_report page."""
+    tables = defaultdict(_no_table, tables)
+    gt, minute, rates = tables["group_topic"], tables["by_minute"], tables["rate_vs_pull_time"]
+    cards, sections = _opening(summary, gt, ("events", summary.get("events", 0)),
+                               "<h2>No events</h2><p>The input held no valid pull events.</p>")  # fmt: skip
     charts = [
         chart_time_split(gt),
         chart_rate_vs_rt(minute, rates),
         chart_timeline(minute),
         chart_wakes(gt),
         chart_overshoot(gt),
-        chart_slowest(tables.get("slowest_queues", empty), "queues", ("group", "topic", "queue_id")),
-        chart_slowest(tables.get("slowest_clients", empty), "clients", ("client",)),
+        chart_slowest(tables["slowest_queues"], "queues", ("group", "topic", "queue_id")),
+        chart_slowest(tables["slowest_clients"], "clients", ("client",)),
     ]
     sections += [_figure(c) for c in charts if c is not None]
     sections.append("<h2>Per group and topic</h2>" + html_table(gt, GROUP_TOPIC_COLUMNS))
     sections.append("<h2>Arrival rate vs pull time</h2>" + html_table(rates, RATE_COLUMNS))
-    sections.append("<h2>Slowest queues</h2>" + html_table(tables.get("slowest_queues", empty), SLOW_COLUMNS))
-    sections.append("<h2>Slowest clients</h2>" + html_table(tables.get("slowest_clients", empty), SLOW_COLUMNS))
+    sections.append("<h2>Slowest queues</h2>" + html_table(tables["slowest_queues"], SLOW_COLUMNS))
+    sections.append("<h2>Slowest clients</h2>" + html_table(tables["slowest_clients"], SLOW_COLUMNS))
     if summary.get("rejected"):
         reasons = ", ".join(f"{k}: {v:,}" for k, v in summary.get("rejected_by_reason", {}).items())
         sections.append(f"<h2>Rejected lines</h2><p>{html.escape(reasons)} (each line is in rejects/).</p>")
@@ -364,24 +375,14 @@ STATS_DEFINITIONS = [
 
 def render_stats_report(summary: dict, tables: dict[str, Table]) -> str:
     """The stats_log page: the same layout with what a stats.log has."""
-    empty = Table([], [])
-    gt = tables.get("group_topic", empty)
-    minute = tables.get("by_minute", empty)
-    rates = tables.get("rate_vs_pull_time", empty)
-    cards = [
-        ("stats lines used", f"{summary.get('lines_used', 0):,}"),
-        ("rejected lines", f"{summary.get('rejected', 0):,}"),
-        ("group/topics", f"{len(gt.rows):,}"),
-        ("from", _when(summary.get("first_ts_ms"))),
-        ("to", _when(summary.get("last_ts_ms"))),
-    ]
-    sections = []
-    if not gt.rows:
-        sections.append("<h2>No pull statistics</h2><p>The input held no GROUP_GET_* minute lines.</p>")
+    tables = defaultdict(_no_table, tables)
+    gt, minute, rates = tables["group_topic"], tables["by_minute"], tables["rate_vs_pull_time"]
+    cards, sections = _opening(summary, gt, ("stats lines used", summary.get("lines_used", 0)),
+                               "<h2>No pull statistics</h2><p>The input held no GROUP_GET_* minute lines.</p>")  # fmt: skip
     charts = [
         chart_rate_vs_rt(minute, rates),
         chart_timeline(minute),
-        chart_slowest(tables.get("slowest_queues", empty), "queues", ("group", "topic", "queue_id"), by="mean service time"),
+        chart_slowest(tables["slowest_queues"], "queues", ("group", "topic", "queue_id"), by="mean service time"),
     ]
     sections += [_figure(c) for c in charts if c is not None]
     sections.append(
@@ -392,9 +393,9 @@ def render_stats_report(summary: dict, tables: dict[str, Table]) -> str:
                     "msgs_per_min", "service_ms_mean", "service_ms_max_minute"]))  # fmt: skip
     sections.append("<h2>Arrival rate vs service time</h2>" + html_table(rates, ["bucket", "group_topic_minutes",
                     "found_pulls", "msgs_per_min", "service_ms_mean"]))  # fmt: skip
-    sections.append("<h2>Slowest queues</h2>" + html_table(tables.get("slowest_queues", empty), ["rank", "group",
+    sections.append("<h2>Slowest queues</h2>" + html_table(tables["slowest_queues"], ["rank", "group",
                     "topic", "queue_id", "found_pulls", "service_ms_mean", "service_ms_max_minute"]))  # fmt: skip
-    put = tables.get("topic_put", empty)
+    put = tables["topic_put"]
     if put.rows:
         sections.append("<h2>Messages put per topic</h2>" + html_table(put, ["topic", "put_msgs", "put_bytes",
                         "put_msgs_per_min"]))  # fmt: skip
