@@ -15,12 +15,10 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 from pathlib import Path
-from typing import Self
 
 from .maven import build_classpath
-from .server import SHORT_DELAY_LEVELS, ServerError, free_port, wait_for_line
+from .server import SHORT_DELAY_LEVELS, ScratchServer, ServerError, free_port, wait_for_line
 
 __all__ = ["REFERENCE_VERSION", "ApacheBroker"]
 
@@ -52,7 +50,7 @@ _JVM_FLAGS = [
 ]
 
 
-class ApacheBroker:
+class ApacheBroker(ScratchServer):
     """Name server + broker JVMs of the reference Apache RocketMQ (context manager)."""
 
     name = f"apache-{REFERENCE_VERSION}"
@@ -68,8 +66,7 @@ class ApacheBroker:
         workdir: Path | None = None,
     ) -> None:
         self.classpath = build_classpath(PROJECT, REFERENCE_VERSION)
-        self._own_workdir = workdir is None
-        self.workdir = Path(tempfile.mkdtemp(prefix="rmq-reference-")) if workdir is None else workdir
+        super().__init__(workdir, "rmq-reference-")
         self.namesrv_port = free_port()
         self.port = free_port(also_free=(-2, 1))
         home = self.workdir / "home"
@@ -181,22 +178,12 @@ class ApacheBroker:
                 pass
         return "\n".join(parts) or "(no log)"
 
-    def close(self) -> None:
+    def _halt(self) -> None:
         """Kill both JVMs (the store is thrown away, so their 10 s graceful shutdown buys nothing)."""
-        try:
-            for proc in (self._broker, self._namesrv):
-                if proc is not None and proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-        finally:
-            if self._own_workdir and not os.environ.get("RMQ_SCENARIO_KEEP"):
-                shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        for proc in (self._broker, self._namesrv):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
     def __repr__(self) -> str:
         return f"ApacheBroker(namesrv={self.namesrv!r}, broker={self.broker_addr!r}, workdir={str(self.workdir)!r})"

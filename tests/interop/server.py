@@ -125,7 +125,34 @@ def serve_available() -> bool:
     return "--listen-port" in _serve_help()
 
 
-class RunningServer:
+class ScratchServer:
+    """A server under test in a working directory of its own: made in /tmp when none is given, and
+    then removed on close unless RMQ_SCENARIO_KEEP is set. Closes as a context manager."""
+
+    def __init__(self, workdir: Path | None, prefix: str) -> None:
+        self._own_workdir = workdir is None
+        self.workdir = Path(tempfile.mkdtemp(prefix=prefix)) if workdir is None else workdir
+        self.workdir.mkdir(parents=True, exist_ok=True)
+
+    def _halt(self) -> None:
+        """Stop the server's processes (however it must)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        try:
+            self._halt()
+        finally:
+            if self._own_workdir and not os.environ.get("RMQ_SCENARIO_KEEP"):
+                shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RunningServer(ScratchServer):
     """One ``rmqproxy serve`` process on a free loopback port with a temporary store (context manager)."""
 
     name = "rmqproxy"
@@ -140,9 +167,7 @@ class RunningServer:
         workdir: Path | None = None,
         port: int | None = None,
     ) -> None:
-        self._own_workdir = workdir is None
-        self.workdir = Path(tempfile.mkdtemp(prefix="rmqproxy-scenario-")) if workdir is None else workdir
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        super().__init__(workdir, "rmqproxy-scenario-")
         self.store_dir = self.workdir / "store"
         self.log_path = self.workdir / "server.log"
         self.port = port or free_port()
@@ -228,19 +253,11 @@ class RunningServer:
             self._proc.kill()
             self._proc.wait()
 
-    def close(self) -> None:
+    def _halt(self) -> None:
         try:
             self.stop()
         finally:
             self._kill()
-            if self._own_workdir and not os.environ.get("RMQ_SCENARIO_KEEP"):
-                shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"RunningServer(namesrv={self.namesrv!r}, workdir={str(self.workdir)!r})"
