@@ -7,7 +7,10 @@ RocketMQ 4.9.7 (issue 6): sync send 22,300 msgs/s (p99 4.5 ms), drain 145,000 ms
 send >= 20,000 msgs/s, drain >= 100,000 msgs/s. With metrics on, ``/metrics`` is scraped every
 second, as Prometheus would; ``--no-metrics`` runs the server with ``metricsExporterType=DISABLE``
 (no measuring, no exporter), to measure the overhead (issue 9: ratio >= 0.95).
-Run: ``python bench/e2e.py [--messages N] [--threads T] [--line 4.9|5] [--no-metrics]``.
+``--reference`` also runs both workloads against a real Apache RocketMQ 4.9.7 (name server and
+broker from Maven Central) right after, so the report holds a reference taken on the same machine
+on the same day. Run: ``python bench/e2e.py [--messages N] [--threads T] [--line 4.9|5]
+[--no-metrics] [--reference]``.
 """
 
 from __future__ import annotations
@@ -77,12 +80,37 @@ def run_java(classpath: str, *args: str) -> dict:
     return json.loads(lines[0][len("RESULT "):])
 
 
+def measure(classpath: str, namesrv: str, pid: int, messages: int, threads: int) -> dict:
+    """Sync send, then drain, against the server at ``namesrv`` whose serving process is ``pid``."""
+    phases: dict = {}
+    cpu, _ = proc_stats(pid)
+    for phase, args in (("send", (str(messages), str(threads))), ("drain", (str(messages), "1"))):
+        started = time.perf_counter()
+        phases[phase] = result = run_java(classpath, phase, namesrv, "E2eTopic", *args)
+        cpu_after, rss = proc_stats(pid)
+        result["server_cpu_s"] = round(cpu_after - cpu, 2)
+        result["server_cpu_share"] = round((cpu_after - cpu) / (time.perf_counter() - started), 2)
+        result["server_peak_rss_mib"] = round(rss / 2**20, 1)
+        cpu = cpu_after
+    return phases
+
+
+def measure_reference(classpath: str, messages: int, threads: int) -> dict:
+    """The same workloads against Apache RocketMQ (tests/interop/apache_broker.py), now, on this
+    machine: the issue's reference figures were taken on another day, and this VM varies."""
+    from tests.interop.apache_broker import REFERENCE_VERSION, ApacheBroker
+
+    with ApacheBroker(message_delay_level=None) as broker:
+        return {"version": REFERENCE_VERSION, **measure(classpath, broker.namesrv, broker.broker_pid, messages, threads)}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--line", default="4.9")
     parser.add_argument("--no-metrics", action="store_true")
+    parser.add_argument("--reference", action="store_true", help="also run both workloads on Apache RocketMQ 4.9.7")
     args = parser.parse_args(argv)
     classpath = build_classpath(args.line)
     metrics_port = free_port()
@@ -93,21 +121,10 @@ def main(argv: list[str] | None = None) -> None:
         "messages": args.messages, "threads": args.threads,
     }  # fmt: skip
     with RunningServer(broker_conf=conf, message_delay_level=None) as server, Scraper(metrics_port, args.no_metrics):
-        pid = server._proc.pid  # the serve process
-        cpu0, _ = proc_stats(pid)
-        started = time.perf_counter()
-        report["send"] = run_java(classpath, "send", server.namesrv, "E2eTopic", str(args.messages), str(args.threads))
-        cpu1, rss1 = proc_stats(pid)
-        report["send"]["server_cpu_s"] = round(cpu1 - cpu0, 2)
-        report["send"]["server_cpu_share"] = round((cpu1 - cpu0) / (time.perf_counter() - started), 2)
-        report["send"]["server_peak_rss_mib"] = round(rss1 / 2**20, 1)
-        started = time.perf_counter()
-        report["drain"] = run_java(classpath, "drain", server.namesrv, "E2eTopic", str(args.messages), "1")
-        cpu2, rss2 = proc_stats(pid)
-        report["drain"]["server_cpu_s"] = round(cpu2 - cpu1, 2)
-        report["drain"]["server_cpu_share"] = round((cpu2 - cpu1) / (time.perf_counter() - started), 2)
-        report["drain"]["server_peak_rss_mib"] = round(rss2 / 2**20, 1)
+        report.update(measure(classpath, server.namesrv, server._proc.pid, args.messages, args.threads))
     report["reference_apache_4_9_7"] = {"send_msgs_per_s": 22300, "send_p99_ms": 4.5, "drain_msgs_per_s": 145000}
+    if args.reference:
+        report["reference_measured_now"] = measure_reference(classpath, args.messages, args.threads)
     report["targets"] = {"send_msgs_per_s": 20000, "drain_msgs_per_s": 100000}
     print(json.dumps(report, indent=2))
 

@@ -114,6 +114,13 @@ class ApacheBroker(ScratchServer):
         return f"127.0.0.1:{self.namesrv_port}"
 
     @property
+    def broker_pid(self) -> int:
+        """The broker JVM's process id (for CPU and memory figures)."""
+        if self._broker is None:
+            raise ServerError("the broker is not running")
+        return self._broker.pid
+
+    @property
     def broker_addr(self) -> str:
         return f"127.0.0.1:{self.port}"
 
