@@ -67,9 +67,9 @@ def parse_lines(lines: DataFrame) -> DataFrame:
     and, for rejected lines only, ``source`` and ``line``. Reasons, first match wins:
     ``blank`` (empty or whitespace); ``malformed`` (not a JSON object, or a field of the wrong
     type, NaN included: Spark's PERMISSIVE reader flags these); ``trailing_data`` (text after the
-    object, or two objects run together ``}{`` as a lost newline leaves them: Spark's reader would
-    otherwise keep the first and silently drop the rest; a string field containing ``}{`` is
-    rejected too); ``missing_field:<names>``; ``non_finite`` (an infinite duration such as 1e999).
+    object, or two objects run together, ``}{`` or ``} {``, as a lost newline leaves them: Spark's
+    reader would otherwise keep the first and silently drop the rest; a string field containing
+    ``}`` then ``{`` is rejected too); ``missing_field:<names>``; ``non_finite`` (an infinite duration such as 1e999).
     """
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN, "allowNonNumericNumbers": "false"}
     e = F.from_json(F.col("value"), PULL_EVENT_READ, options)
@@ -87,7 +87,7 @@ def parse_lines(lines: DataFrame) -> DataFrame:
     reason = (
         F.when(F.col("e").isNull() & (F.trim(value) == ""), F.lit("blank"))
         .when(F.col("e").isNull() | F.col("e")[CORRUPT_COLUMN].isNotNull(), F.lit("malformed"))
-        .when(value.contains("}{") | (~value.endswith("}") & ~F.rtrim(value).endswith("}")), F.lit("trailing_data"))
+        .when(_second_object(value) | (~value.endswith("}") & ~F.rtrim(value).endswith("}")), F.lit("trailing_data"))
         .when(functools.reduce(operator.or_, missing), F.concat(F.lit("missing_field:"), missing_names))
         .when(non_finite, F.lit("non_finite"))
     )
@@ -99,6 +99,14 @@ def parse_lines(lines: DataFrame) -> DataFrame:
         F.when(~good, F.col("source")).alias("source"),
         F.when(~good, F.col("value")).alias("line"),
     )
+
+
+def _second_object(value: Column) -> Column:
+    """The line has ``}`` then ``{`` with only whitespace between, before its end. One scan to the
+    first ``}`` (the last character of a good line) for every line; the pattern only runs on the
+    rare line with an earlier ``}``."""
+    first_close = F.instr(value, "}")
+    return (first_close > 0) & (first_close < F.length(F.rtrim(value))) & value.rlike(r"\}\s*\{")
 
 
 def valid_events(parsed: DataFrame) -> DataFrame:

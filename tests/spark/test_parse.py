@@ -35,12 +35,15 @@ def test_each_bad_line_is_rejected_with_its_reason(spark) -> None:
         (dumps(fractional_offset), "malformed"),
         (nan, "malformed"),
         (good[0] + good[1], "trailing_data"),
+        (good[0] + " " + good[1], "trailing_data"),
+        (good[0] + "\t " + good[1], "trailing_data"),
         (good[0] + " trailing", "trailing_data"),
         (dumps(missing), "missing_field:held,wake"),
         ("{}", "missing_field:" + ",".join(transforms.FIELDS)),
         (huge, "non_finite"),
     ]
-    lines = lines_frame(spark, good + [text for text, _ in bad] + [good[2] + "  "], source="file:/logs/a.jsonl")
+    braces = line(event(ts_ms=T0 + 3, client_id="a} b{c", remote="}"))  # braces in strings, no second object
+    lines = lines_frame(spark, good + [text for text, _ in bad] + [good[2] + "  ", braces], source="file:/logs/a.jsonl")
     parsed = transforms.parse_lines(lines)
 
     rejected = transforms.rejected_lines(parsed)
@@ -49,10 +52,10 @@ def test_each_bad_line_is_rejected_with_its_reason(spark) -> None:
     )
     assertDataFrameEqual(rejected, expected)
     kept = transforms.valid_events(parsed)
-    assert sorted(r["ts_ms"] for r in kept.collect()) == [T0, T0 + 1, T0 + 2, T0 + 2]
+    assert sorted(r["ts_ms"] for r in kept.collect()) == [T0, T0 + 1, T0 + 2, T0 + 2, T0 + 3]
     cells = transforms.cell_stats(transforms.enrich(parsed))
     counts = {r["reason"]: r["count"] for r in transforms.reject_counts(cells).collect()}
-    assert counts[None] == 4 and sum(counts.values()) == 4 + len(bad)
+    assert counts[None] == 5 and sum(counts.values()) == 5 + len(bad)
 
 
 def test_a_good_line_parses_to_the_exact_event(spark) -> None:
