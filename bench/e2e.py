@@ -101,7 +101,8 @@ def measure_reference(classpath: str, messages: int, threads: int) -> dict:
     from tests.interop.apache_broker import REFERENCE_VERSION, ApacheBroker
 
     with ApacheBroker(message_delay_level=None) as broker:
-        return {"version": REFERENCE_VERSION, **measure(classpath, broker.namesrv, broker.broker_pid, messages, threads)}
+        phases = measure(classpath, broker.namesrv, broker.broker_pid, messages, threads)
+    return {"version": REFERENCE_VERSION, **phases}
 
 
 def main(argv: list[str] | None = None) -> None:

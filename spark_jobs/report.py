@@ -377,8 +377,8 @@ def render_stats_report(summary: dict, tables: dict[str, Table]) -> str:
     """The stats_log page: the same layout with what a stats.log has."""
     tables = defaultdict(_no_table, tables)
     gt, minute, rates = tables["group_topic"], tables["by_minute"], tables["rate_vs_pull_time"]
-    cards, sections = _opening(summary, gt, ("stats lines used", summary.get("lines_used", 0)),
-                               "<h2>No pull statistics</h2><p>The input held no GROUP_GET_* minute lines.</p>")  # fmt: skip
+    nothing = "<h2>No pull statistics</h2><p>The input held no GROUP_GET_* minute lines.</p>"
+    cards, sections = _opening(summary, gt, ("stats lines used", summary.get("lines_used", 0)), nothing)
     charts = [
         chart_rate_vs_rt(minute, rates),
         chart_timeline(minute),

@@ -243,7 +243,8 @@ def rate_vs_service(minute_table: DataFrame) -> DataFrame:
         F.sum(F.when(F.col("service_ms_mean").isNotNull(), F.col("found_pulls"))).alias("_timed"),
     )
     return out.select(
-        transforms.rate_bucket_index(F.col("bucket")).alias("bucket_index"), "bucket", "group_topic_minutes", "found_pulls", "msgs",
+        transforms.rate_bucket_index(F.col("bucket")).alias("bucket_index"),
+        "bucket", "group_topic_minutes", "found_pulls", "msgs",
         (F.col("msgs") / F.col("group_topic_minutes")).alias("msgs_per_min"),
         F.when(F.col("_timed") > 0, F.col("_weighted") / F.col("_timed")).alias("service_ms_mean"),
     ).orderBy("bucket_index")  # fmt: skip

@@ -69,7 +69,8 @@ def parse_lines(lines: DataFrame) -> DataFrame:
     type, NaN included: Spark's PERMISSIVE reader flags these); ``trailing_data`` (text after the
     object, or two objects run together, ``}{`` or ``} {``, as a lost newline leaves them: Spark's
     reader would otherwise keep the first and silently drop the rest; a string field containing
-    ``}`` then ``{`` is rejected too); ``missing_field:<names>``; ``non_finite`` (an infinite duration such as 1e999).
+    ``}`` then ``{`` is rejected too); ``missing_field:<names>``; ``non_finite`` (an infinite
+    duration such as 1e999).
     """
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN, "allowNonNumericNumbers": "false"}
     e = F.from_json(F.col("value"), PULL_EVENT_READ, options)
