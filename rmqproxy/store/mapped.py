@@ -15,6 +15,7 @@ Threading: one owner thread creates, writes and deletes segments; a flusher thre
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
 import threading
@@ -23,6 +24,21 @@ from pathlib import Path
 
 OFFSET_DIGITS = 20
 _POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23 if os.uname().sysname == "Linux" else None)
+
+
+def _libc_madvise() -> Callable[[int, int, int], int] | None:
+    """libc ``madvise`` through ctypes, which releases the GIL for the call. ``mmap.madvise``
+    holds it, and populating a megabyte takes milliseconds on a VM: the writer would stall."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_MADVISE = _libc_madvise() if _POPULATE_WRITE is not None else None
 
 
 def segment_name(base: int) -> str:
@@ -49,7 +65,9 @@ def _fsync_dir(directory: Path) -> None:
 class Segment:
     """One mapped file of ``size`` bytes holding global offsets [base, base + size)."""
 
-    __slots__ = ("path", "base", "size", "fd", "mm", "allocated", "step", "_allocate", "_closed", "_lock")
+    __slots__ = (
+        "path", "base", "size", "fd", "mm", "allocated", "step", "_allocate", "_closed", "_lock", "_address"
+    )
 
     def __init__(
         self, path: Path, base: int, size: int, *, create: bool, allocate: Allocate, step: int = DEFAULT_STEP
@@ -72,6 +90,9 @@ class Segment:
             elif os.fstat(fd).st_size != size:
                 raise OSError(f"segment {path} has {os.fstat(fd).st_size} bytes, expected {size}")
             self.mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            # The mapping's address, for ``prefault`` (the temporary export ends at once, so
+            # ``mm.close`` stays possible); valid while the segment is open.
+            self._address = ctypes.addressof(ctypes.c_char.from_buffer(self.mm))
         except BaseException:
             os.close(fd)
             if create:
@@ -94,19 +115,24 @@ class Segment:
             self._allocate(self.fd, lo, hi - lo)
             self.allocated = hi
 
-    def prefault(self, start: int, length: int) -> None:
+    def prefault(self, start: int, length: int) -> bool:
         """Fault in pages [start, start + length) for writing, so appends do not each take a page
-        fault (several microseconds on virtual machines). Best effort: MADV_POPULATE_WRITE needs
-        Linux 5.14. Any thread; a no-op once closed."""
+        fault (several microseconds on virtual machines); True if the kernel did. Best effort:
+        MADV_POPULATE_WRITE needs Linux 5.14. Any thread, without the GIL; a no-op once closed."""
         start -= start % mmap.PAGESIZE
         length = min(length, self.size - start)
-        if length > 0 and _POPULATE_WRITE is not None:
-            with self._lock:
-                if not self._closed:
-                    try:
-                        self.mm.madvise(_POPULATE_WRITE, start, length)
-                    except OSError:
-                        pass
+        if length <= 0 or _POPULATE_WRITE is None:
+            return False
+        with self._lock:
+            if self._closed:
+                return False
+            if _MADVISE is not None:
+                return _MADVISE(self._address + start, length, _POPULATE_WRITE) == 0
+            try:
+                self.mm.madvise(_POPULATE_WRITE, start, length)
+            except OSError:
+                return False
+            return True
 
     def fsync(self) -> None:
         """Make everything written so far durable (flusher thread safe; a no-op once closed)."""
