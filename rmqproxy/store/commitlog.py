@@ -37,6 +37,10 @@ class CommitLog:
         self.segment_size = segment_size
         self.write_pos = self.files.first.base if self.files.first else 0
         self.prefaulter: Prefaulter | None = None
+        # Fast path of ``append``: records ending at or before ``_fast_end`` go to ``_fast_segment``
+        # with no roll and no allocation (set by ``prepare``; only ever too small, never too big).
+        self._fast_segment: Segment | None = None
+        self._fast_end = -1
 
     def start_prefaulting(self) -> None:
         """Fault pages in ahead of the write position from a helper thread (after recovery)."""
@@ -71,18 +75,26 @@ class CommitLog:
             segment = self.files.reserve(pos, pos + size)
             if self.prefaulter is not None:
                 self.prefaulter.kick(pos)
-            return segment
-        return self.files.reserve(pos, pos + size)
+        else:
+            segment = self.files.reserve(pos, pos + size)
+        self._fast_segment = segment
+        self._fast_end = min(segment.base + segment.allocated, segment.end - MIN_BLANK)
+        return segment
 
     def append(self, record: bytes) -> int:
-        """Write ``record`` and patch its physical offset; return the offset."""
-        segment = self.prepare(len(record))
+        """Write ``record`` and patch its physical offset; return the offset. The common case (the
+        record fits the blocks already allocated in the current segment) is a compare."""
         pos = self.write_pos
-        at = pos - segment.base
         end = pos + len(record)
+        segment = self._fast_segment
+        if end > self._fast_end or pos < segment.base:
+            segment = self.prepare(len(record))
+            pos = self.write_pos
+            end = pos + len(record)
         prefaulter = self.prefaulter
         if prefaulter is not None and end + PREFAULT_WINDOW // 2 > prefaulter.wanted:
             prefaulter.request(end)
+        at = pos - segment.base
         mm = segment.mm
         mm[at : at + len(record)] = record
         _PHYS.pack_into(mm, at + PHYSICAL_OFFSET_AT, pos)
@@ -172,6 +184,7 @@ class CommitLog:
             elif segment.base <= end < segment.end:
                 zero_range(segment, end - segment.base, segment.size)
         self.write_pos = end
+        self._fast_segment, self._fast_end = None, -1
 
     def close(self) -> None:
         if self.prefaulter is not None:

@@ -32,6 +32,7 @@ class ConsumeQueue:
         self.min_offset = 0
         self.max_offset = 0
         self._last = None  # the segment written last: appends hit it until it fills
+        self.ensured_end = 0  # entries below this have disk blocks (``ensure`` skips them)
         self._load()
 
     def _load(self) -> None:
@@ -52,7 +53,10 @@ class ConsumeQueue:
     def ensure(self, first: int, last: int) -> None:
         """Allocate disk blocks for entries ``first`` to ``last`` now (OSError if the disk is full),
         so ``put`` never writes to a page without them."""
-        self.files.reserve(first * UNIT, (last + 1) * UNIT)
+        if last < self.ensured_end:
+            return
+        segment = self.files.reserve(first * UNIT, (last + 1) * UNIT)
+        self.ensured_end = min(segment.base + segment.allocated, segment.end) // UNIT
 
     def put(self, offset: int, phys: int, size: int, tags_code: int):
         """Write entry ``offset``; returns its segment (for the flusher's dirty set)."""
@@ -98,6 +102,7 @@ class ConsumeQueue:
             if segment is not None:
                 _ENTRY.pack_into(segment.mm, offset * UNIT - segment.base, 0, 0, 0)
             self.max_offset = offset
+        self.ensured_end = 0
         for segment in self.files.ordered():
             if segment.base > self.max_offset * UNIT and segment.base // UNIT > self.min_offset:
                 self.files.drop(segment)
@@ -114,6 +119,7 @@ class ConsumeQueue:
             else:
                 lo = mid + 1
         self.min_offset = lo
+        self.ensured_end = 0
         for segment in self.files.ordered():
             if segment.end <= lo * UNIT and segment is not self.files.last:
                 self.files.drop(segment)

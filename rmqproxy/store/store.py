@@ -363,7 +363,8 @@ class MessageStore:
         if size + MIN_BLANK > self.commitlog.segment_size:
             return self._failed(PutStatus.MESSAGE_ILLEGAL, "record larger than a commit-log segment")
         try:
-            cq.ensure(offset, offset)
+            if offset >= cq.ensured_end:
+                cq.ensure(offset, offset)
             msg.physical_offset = self.commitlog.append(record)
         except OSError as exc:
             return self._failed(PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot allocate a store file: {exc}")
@@ -375,7 +376,7 @@ class MessageStore:
             self._waiting.append((ticket, (msg,)))
             self._wake.set()
         else:
-            self._dispatch((msg,))
+            self._dispatch_one(msg, cq)
             ticket.done = True
         return ticket
 
@@ -469,27 +470,29 @@ class MessageStore:
         """Make stored messages readable: consume-queue entry and index entries, then arrival
         listeners. Owner thread only (the flusher gets snapshots through ``_snapshot``)."""
         queues = self._queues
-        listeners = self._listeners
         for msg in msgs:
-            topic = msg.topic
-            cq = queues.get((topic, msg.queue_id)) or self._queue(topic, msg.queue_id)
-            props = msg.properties
-            if topic == SCHEDULE_TOPIC:
-                tags_code = self._deliver_time(msg)
-            else:
-                tags = props.get("TAGS")
-                tags_code = (self._tag_codes.get(tags) or self._tag_code(tags)) if tags else 0
-            phys = msg.physical_offset
-            self._dirty_cq.add(cq.put(msg.queue_offset, phys, msg.store_size, tags_code))
-            keys = props.get("KEYS")
-            uniq = props.get("UNIQ_KEY")
-            if keys or uniq:
-                self.index.add_message(topic, keys, uniq, phys)
-            self._dispatched = phys + msg.store_size
-            if listeners:
-                arrival = Arrival(topic, msg.queue_id, msg.queue_offset, tags_code, msg.store_timestamp, props)
-                for fn in listeners:
-                    fn(arrival)
+            self._dispatch_one(msg, queues.get((msg.topic, msg.queue_id)) or self._queue(msg.topic, msg.queue_id))
+
+    def _dispatch_one(self, msg: Message, cq: ConsumeQueue) -> None:
+        """``_dispatch`` of one message whose consume queue the caller already holds."""
+        topic = msg.topic
+        props = msg.properties
+        if topic == SCHEDULE_TOPIC:
+            tags_code = self._deliver_time(msg)
+        else:
+            tags = props.get("TAGS")
+            tags_code = (self._tag_codes.get(tags) or self._tag_code(tags)) if tags else 0
+        phys = msg.physical_offset
+        self._dirty_cq.add(cq.put(msg.queue_offset, phys, msg.store_size, tags_code))
+        keys = props.get("KEYS")
+        uniq = props.get("UNIQ_KEY")
+        if keys or uniq:
+            self.index.add_message(topic, keys, uniq, phys)
+        self._dispatched = phys + msg.store_size
+        if self._listeners:
+            arrival = Arrival(topic, msg.queue_id, msg.queue_offset, tags_code, msg.store_timestamp, props)
+            for fn in self._listeners:
+                fn(arrival)
 
     def _snapshot(self) -> tuple[int, set, dict]:
         """Owner thread: what the next checkpoint covers — the dispatched position, the consume
