@@ -48,12 +48,20 @@ from .javacompat import (
     string_hash,
 )
 
-_PARSERS = {
-    "S": lambda text: text,
-    "I": lambda text: java_int(text, INT32_MIN, INT32_MAX),
-    "L": lambda text: java_int(text, INT64_MIN, INT64_MAX),
-    "B": java_bool,
-}
+def _parse_int32(text: str) -> int:
+    """``java_int`` for an int field, with a shortcut for the common short unsigned case."""
+    if len(text) < 10 and text.isdigit() and text.isascii():
+        return int(text)
+    return java_int(text, INT32_MIN, INT32_MAX)
+
+
+def _parse_int64(text: str) -> int:
+    if len(text) < 19 and text.isdigit() and text.isascii():
+        return int(text)
+    return java_int(text, INT64_MIN, INT64_MAX)
+
+
+_PARSERS = {"S": None, "I": _parse_int32, "L": _parse_int64, "B": java_bool}  # None: kept as sent
 _PY_TYPES = {"S": str, "I": int, "L": int, "B": bool}
 _DEFAULTS = {"false": False, "true": True, "0": 0}
 
@@ -119,25 +127,33 @@ class HeaderCodec:
         # Fast headers write declaration order; the others insert into the HashMap in the order
         # Java's reflection yields (5.x-only fields, absent in 4.9.8, go last).
         self._write_order = fields if fast else _hashset_order(fields) + tuple(f for f in fields if f.only_5x)
+        self._plan = tuple((f.wire, f.attr, _PARSERS[f.type], f.required, f) for f in fields)
+        self._defaults = {f.attr: f.default for f in fields}
 
     def decode(self, ext: Mapping[str, str] | None) -> Any:
-        """Typed header from extFields; CustomHeaderError on a missing required or bad value."""
+        """Typed header from extFields; CustomHeaderError on a missing required or bad value.
+        Every request runs this, so the loop is flat and the frozen instance is filled directly
+        (its ``__init__`` pays ``object.__setattr__`` per field: half the cost of a send header)."""
         ext = ext or {}
-        values = {}
-        for f in self.fields:
-            text = ext.get(f.wire)
+        values = self._defaults.copy()
+        for wire, attr, parse, required, f in self._plan:
+            text = ext.get(wire)
             if text is None:
-                if f.required:
-                    raise CustomHeaderError(f"the custom field <{f.wire}> is null", where=self.java_name)
-                continue
-            try:
-                values[f.attr] = _PARSERS[f.type](text)
-            except ValueError:
-                raise CustomHeaderError(
-                    f"the custom field <{f.wire}> has {text!r:.40}, not a {_PY_TYPES[f.type].__name__}",
-                    where=self.java_name,
-                ) from None
-        return self.cls(**values)
+                if required:
+                    raise CustomHeaderError(f"the custom field <{wire}> is null", where=self.java_name)
+            elif parse is None:
+                values[attr] = text
+            else:
+                try:
+                    values[attr] = parse(text)
+                except ValueError:
+                    raise CustomHeaderError(
+                        f"the custom field <{wire}> has {text!r:.40}, not a {_PY_TYPES[f.type].__name__}",
+                        where=self.java_name,
+                    ) from None
+        header = object.__new__(self.cls)
+        header.__dict__.update(values)
+        return header
 
     def encode(self, header: Any, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """extFields for ``header`` in Java's ROCKETMQ write order (see the module doc);

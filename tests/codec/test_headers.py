@@ -20,9 +20,12 @@ from codec.headers import (
     PullMessageResponseHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
+    _parse_int32,
+    _parse_int64,
     decode_request_header,
     snake,
 )
+from codec.javacompat import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, java_int
 
 from .strategies import int32, int64
 
@@ -67,6 +70,37 @@ def test_every_header_round_trips_through_ext_fields(codec: HeaderCodec) -> None
         assert codec.decode(ext) == header
 
     check()
+
+
+def test_decoded_headers_are_frozen_values_like_constructed_ones() -> None:
+    """``decode`` fills the instance without ``__init__``: it must still be the same frozen value."""
+    header = REQUEST_HEADERS[RequestCode.SEND_MESSAGE_V2].decode({"a": "g", "b": "T", "c": "TBW102", "d": "4",
+                                                                  "e": "1", "f": "0", "g": "5", "h": "0"})
+    assert header == SendMessageRequestHeader("g", "T", "TBW102", 4, 1, 0, 5, 0)
+    assert hash(header) == hash(SendMessageRequestHeader("g", "T", "TBW102", 4, 1, 0, 5, 0))
+    assert header.properties is None and header.unit_mode is False
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        header.topic = "other"  # type: ignore[misc]
+
+
+_NUMBERS = st.one_of(
+    st.integers(INT64_MIN * 2, INT64_MAX * 2).map(str),
+    st.text("0123456789+-\u0663\u00b2 x", max_size=21),
+)
+
+
+@given(_NUMBERS)
+def test_number_shortcuts_agree_with_java_parsing(text: str) -> None:
+    for fast, lo, hi in ((_parse_int32, INT32_MIN, INT32_MAX), (_parse_int64, INT64_MIN, INT64_MAX)):
+        try:
+            expected: object = java_int(text, lo, hi)
+        except ValueError:
+            expected = ValueError
+        try:
+            got: object = fast(text)
+        except ValueError:
+            got = ValueError
+        assert got == expected, (text, fast.__name__)
 
 
 @pytest.mark.parametrize("codec", ALL_CODECS, ids=lambda c: c.java_name)
