@@ -50,6 +50,7 @@ _FIXED = struct.Struct(">hbhii")
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _LANGUAGE_BY_NAME = {c.name: c for c in LanguageCode}
+_scan_json = json.JSONDecoder().scan_once  # the C scanner: one value from an index, no wrappers
 _LANGUAGE_BY_VALUE = {c.value: c for c in LanguageCode}
 _encode_str = json.encoder.encode_basestring  # type: ignore[attr-defined]
 # Ext field names repeat across every frame; decoding each once saves a fifth of a binary header
@@ -143,7 +144,7 @@ def _encode_json(cmd: RemotingCommand) -> bytes:
     parts = [f'{{"code":{cmd.code}']
     if cmd.ext_fields is not None:
         ext = cmd.ext_fields
-        items = ",".join(f"{_encode_str(k)}:{_encode_str(ext[k])}" for k in hashmap_order(ext))
+        items = ",".join([f"{_encode_str(k)}:{_encode_str(ext[k])}" for k in hashmap_order(ext)])
         parts.append(f',"extFields":{{{items}}}')
     language = _language_name(cmd.language)
     parts.append(f',"flag":{cmd.flag},"language":')
@@ -157,6 +158,8 @@ def _encode_json(cmd: RemotingCommand) -> bytes:
 
 def _int32(obj: dict, key: str, default: int) -> int:
     value = obj.get(key, default)
+    if type(value) is int and INT32_MIN <= value <= INT32_MAX:
+        return value
     if value is None:
         return default
     if isinstance(value, str) and value.lstrip("-").isdigit():
@@ -166,9 +169,23 @@ def _int32(obj: dict, key: str, default: int) -> int:
     return value
 
 
+def _load_json(header: bytes) -> object:
+    """``json.loads(header)``, a third cheaper for the usual UTF-8 object with nothing around it
+    (every request header); anything else takes ``json.loads`` and its error messages."""
+    if header[:1] == b"{" and header[-1:] == b"}":
+        try:
+            text = header.decode("utf-8")
+            obj, end = _scan_json(text, 0)
+        except (UnicodeDecodeError, ValueError, StopIteration, RecursionError):
+            return json.loads(header)
+        if end == len(text):
+            return obj
+    return json.loads(header)
+
+
 def _decode_json(header: bytes) -> dict:
     try:
-        obj = json.loads(header)
+        obj = _load_json(header)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise HeaderError(f"JSON header does not parse: {exc}", where=8) from None
     if not isinstance(obj, dict):
@@ -186,7 +203,7 @@ def _decode_json(header: bytes) -> dict:
         if not isinstance(ext, dict):
             raise HeaderError(f"extFields is a {type(ext).__name__}, not an object")
         for key, value in ext.items():
-            if not isinstance(value, str):
+            if type(value) is not str and not isinstance(value, str):
                 if value is None or isinstance(value, (dict, list)):
                     raise HeaderError(f"extFields value of {key!r} is not a scalar: {value!r:.60}")
                 ext[key] = java_str(value)  # Java coerces numbers and booleans to strings

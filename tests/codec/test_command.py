@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from codec.codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, RequestCode, ResponseCode, SerializeType, code_name
-from codec.command import RemotingCommand, decode_binary_with_construct
+from codec.command import RemotingCommand, _load_json, decode_binary_with_construct
 from codec.errors import CodecError, HeaderError
 from codec.frame import encode_frame
 
@@ -179,3 +179,28 @@ def test_mutated_binary_headers_raise_only_codec_errors(cmd: RemotingCommand, da
 def test_encode_frame_is_what_encode_writes() -> None:
     cmd = decode_frame(FRAME_A)
     assert cmd.encode() == encode_frame(0, FRAME_A[8:], b"")
+
+
+_JSONISH = st.one_of(
+    st.binary(max_size=40),
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+        max_leaves=8,
+    ).map(lambda v: json.dumps(v, ensure_ascii=False).encode("utf-8", "surrogatepass")),
+)
+
+
+@given(_JSONISH, st.sampled_from([b"", b" ", b"\n", b"}", b"x"]), st.sampled_from([b"", b" ", b"{"]))
+def test_header_json_shortcut_agrees_with_json_loads(text: bytes, suffix: bytes, prefix: bytes) -> None:
+    """The scanner shortcut for ``{...}`` headers: same value as ``json.loads``, or the same refusal."""
+    data = prefix + text + suffix
+    try:
+        expected: object = json.loads(data)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        expected = ValueError
+    try:
+        got: object = _load_json(data)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        got = ValueError
+    assert got == expected
