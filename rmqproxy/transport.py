@@ -63,6 +63,7 @@ class Connection(Protocol):
         self.connected = False
         self._opaque = itertools.count(1)
         self._pending: dict[int, tuple[defer.Deferred, Any]] = {}
+        self._replies: list[bytes] | None = None  # replies made while a read is handled
 
     def __repr__(self) -> str:
         return f"<Connection {self.id} {self.remote} {self.client_id}>"
@@ -82,18 +83,24 @@ class Connection(Protocol):
         except CodecError as exc:
             self._protocol_error(exc)
             return
-        for payload in payloads:
-            if not self.connected:
-                return
-            try:
-                command = RemotingCommand.decode(payload)
-            except CodecError as exc:
-                self._protocol_error(exc)
-                return
-            if command.is_response:
-                self._answer(command)
-            else:
-                self._request(command)
+        self._replies = replies = []
+        try:
+            for payload in payloads:
+                if not self.connected:
+                    return
+                try:
+                    command = RemotingCommand.decode(payload)
+                except CodecError as exc:
+                    self._protocol_error(exc)
+                    return
+                if command.is_response:
+                    self._answer(command)
+                else:
+                    self._request(command)
+        finally:
+            self._replies = None
+            if replies and self.connected:
+                self._flush_replies(replies)
 
     def _protocol_error(self, exc: CodecError) -> None:
         log.warn("closing {conn}: {error}", conn=self, error=exc)
@@ -119,13 +126,38 @@ class Connection(Protocol):
         self.write_command(command.response(1, f"internal error handling request code {command.code}"))
 
     def write_command(self, command: RemotingCommand | None) -> None:
-        """Send a command now, if the connection is still up (a late answer is dropped)."""
+        """Send a command now, if the connection is still up (a late answer is dropped). Replies
+        made while a read is handled are collected and leave together when it ends."""
         if command is None or not self.connected:
             return
-        if command.body:
-            self.transport.writeSequence((command.encode_header(), command.body))
+        header = command.encode_header()
+        body = command.body
+        replies = self._replies
+        if replies is not None:
+            replies.append(header)
+            if body:
+                replies.append(body)
+        elif body:
+            self.transport.writeSequence((header, body))
         else:
-            self.transport.write(command.encode_header())
+            self.transport.write(header)
+
+    def _flush_replies(self, replies: list[bytes]) -> None:
+        """The replies of one read in one send, straight to the socket when nothing is queued
+        before them, else through Twisted's buffer (which would join them just the same). This
+        skips the reactor's write-readiness round (two epoll_ctl calls and an event dispatch per
+        read), a fifth of the server's CPU per small send."""
+        data = b"".join(replies)
+        transport = self.transport
+        write_some = getattr(transport, "writeSomeData", None)  # a tcp.Connection; not test doubles
+        if write_some is None or transport.dataBuffer or transport._tempDataBuffer or transport.disconnecting:
+            transport.write(data)
+            return
+        sent = write_some(data)
+        if isinstance(sent, Exception):
+            sent = 0  # the buffered write below meets the error again and closes as Twisted does
+        if sent < len(data):
+            transport.write(data[sent:])
 
     def send_oneway(self, command: RemotingCommand) -> None:
         """A server-initiated oneway request (flag 0x2)."""

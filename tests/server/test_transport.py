@@ -1,0 +1,97 @@
+"""How replies leave a connection: the replies of one read together, straight to the socket when
+nothing is queued, and through Twisted's buffer otherwise (order kept in every case)."""
+
+from __future__ import annotations
+
+from twisted.internet import defer, task
+from twisted.internet.address import IPv4Address
+from twisted.internet.testing import StringTransport
+
+from codec.command import RemotingCommand
+from codec.frame import FrameDecoder
+from rmqproxy.transport import Connection
+
+
+class SocketTransport(StringTransport):
+    """A ``StringTransport`` with the parts of ``tcp.Connection`` the flush uses: ``writeSomeData``
+    takes at most ``room`` bytes per call (the socket's free buffer), and Twisted's own queue."""
+
+    def __init__(self, room: int = 1 << 20) -> None:
+        super().__init__(peerAddress=IPv4Address("TCP", "10.0.0.5", 40000))
+        self.room = room
+        self.sent = b""  # what went straight to the socket
+        self.direct_calls = 0
+        self.dataBuffer = b""
+        self._tempDataBuffer: list[bytes] = []
+
+    def writeSomeData(self, data: bytes) -> int:
+        self.direct_calls += 1
+        taken = bytes(data[: self.room])
+        self.sent += taken
+        return len(taken)
+
+
+def _connection(transport: StringTransport, handler) -> Connection:
+    conn = Connection(handler, task.Clock(), max_frame_bytes=1 << 20)
+    conn.makeConnection(transport)
+    return conn
+
+
+def _requests(*opaques: int, body: bytes = b"") -> bytes:
+    return b"".join(RemotingCommand(code=34, opaque=o, body=body).encode() for o in opaques)
+
+
+def _opaques(data: bytes) -> list[int]:
+    return [RemotingCommand.decode(p).opaque for p in FrameDecoder().feed(data)]
+
+
+def _echo(request: RemotingCommand, conn: Connection) -> RemotingCommand:
+    return request.response(0, body=request.body)
+
+
+def test_the_replies_of_one_read_leave_in_one_send() -> None:
+    transport = SocketTransport()
+    conn = _connection(transport, _echo)
+    conn.dataReceived(_requests(1, 2, 3))
+    assert transport.direct_calls == 1 and transport.value() == b""
+    assert _opaques(transport.sent) == [1, 2, 3]
+
+
+def test_what_the_socket_does_not_take_is_queued_behind_it_in_order() -> None:
+    transport = SocketTransport(room=100)
+    conn = _connection(transport, _echo)
+    conn.dataReceived(_requests(1, 2, 3, body=bytes(70)))
+    assert len(transport.sent) == 100
+    assert _opaques(transport.sent + transport.value()) == [1, 2, 3]
+
+
+def test_a_read_whose_replies_would_pass_queued_bytes_goes_through_the_queue() -> None:
+    transport = SocketTransport()
+    transport._tempDataBuffer = [b"queued"]  # Twisted still holds bytes of an earlier write
+    conn = _connection(transport, _echo)
+    conn.dataReceived(_requests(1, 2))
+    assert transport.direct_calls == 0
+    assert _opaques(transport.value()) == [1, 2]
+
+
+def test_a_reply_made_later_goes_through_twisteds_buffer() -> None:
+    later: list[defer.Deferred] = []
+
+    def held(request: RemotingCommand, conn: Connection) -> defer.Deferred:
+        d: defer.Deferred = defer.Deferred()
+        later.append(d.addCallback(lambda _: request.response(0)))
+        return d
+
+    transport = SocketTransport()
+    conn = _connection(transport, held)
+    conn.dataReceived(_requests(7))
+    assert transport.direct_calls == 0 and transport.value() == b""
+    later[0].callback(None)
+    assert transport.direct_calls == 0 and _opaques(transport.value()) == [7]
+
+
+def test_test_doubles_without_a_socket_get_every_reply_through_write() -> None:
+    transport = StringTransport()
+    conn = _connection(transport, _echo)
+    conn.dataReceived(_requests(1, 2))
+    assert _opaques(transport.value()) == [1, 2]
