@@ -150,7 +150,8 @@ class Connection(Protocol):
         data = b"".join(replies)
         transport = self.transport
         write_some = getattr(transport, "writeSomeData", None)  # a tcp.Connection; not test doubles
-        if write_some is None or transport.dataBuffer or transport._tempDataBuffer or transport.disconnecting:
+        if (write_some is None or not transport.connected or transport.disconnecting
+                or transport.dataBuffer or transport._tempDataBuffer):
             transport.write(data)
             return
         sent = write_some(data)

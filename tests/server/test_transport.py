@@ -3,6 +3,7 @@ nothing is queued, and through Twisted's buffer otherwise (order kept in every c
 
 from __future__ import annotations
 
+import pytest
 from twisted.internet import defer, task
 from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
@@ -65,10 +66,17 @@ def test_what_the_socket_does_not_take_is_queued_behind_it_in_order() -> None:
     assert _opaques(transport.sent + transport.value()) == [1, 2, 3]
 
 
-def test_a_read_whose_replies_would_pass_queued_bytes_goes_through_the_queue() -> None:
+@pytest.mark.parametrize(
+    "state",
+    [{"_tempDataBuffer": [b"queued"]}, {"dataBuffer": b"queued"}, {"disconnecting": True}, {"connected": False}],
+    ids=["queued", "being-sent", "closing", "closed"],
+)
+def test_a_socket_with_bytes_queued_or_closing_gets_replies_through_twisted(state: dict) -> None:
+    """Replies never pass bytes Twisted still holds, nor touch a socket being closed."""
     transport = SocketTransport()
-    transport._tempDataBuffer = [b"queued"]  # Twisted still holds bytes of an earlier write
     conn = _connection(transport, _echo)
+    for name, value in state.items():
+        setattr(transport, name, value)
     conn.dataReceived(_requests(1, 2))
     assert transport.direct_calls == 0
     assert _opaques(transport.value()) == [1, 2]
