@@ -363,8 +363,7 @@ class MessageStore:
         if size + MIN_BLANK > self.commitlog.segment_size:
             return self._failed(PutStatus.MESSAGE_ILLEGAL, "record larger than a commit-log segment")
         try:
-            if offset >= cq.ensured_end:
-                cq.ensure(offset, offset)
+            cq.ensure(offset, offset)
             msg.physical_offset = self.commitlog.append(record)
         except OSError as exc:
             return self._failed(PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot allocate a store file: {exc}")
