@@ -203,7 +203,7 @@ def _decode_json(header: bytes) -> dict:
         if not isinstance(ext, dict):
             raise HeaderError(f"extFields is a {type(ext).__name__}, not an object")
         for key, value in ext.items():
-            if type(value) is not str and not isinstance(value, str):
+            if not isinstance(value, str):
                 if value is None or isinstance(value, (dict, list)):
                     raise HeaderError(f"extFields value of {key!r} is not a scalar: {value!r:.60}")
                 ext[key] = java_str(value)  # Java coerces numbers and booleans to strings

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from .codes import RequestCode
@@ -48,19 +48,21 @@ from .javacompat import (
     string_hash,
 )
 
-def _parse_int32(text: str) -> int:
-    """``java_int`` for an int field, with a shortcut for the common short unsigned case."""
-    if len(text) < 10 and text.isdigit() and text.isascii():
-        return int(text)
-    return java_int(text, INT32_MIN, INT32_MAX)
+def _java_int_parser(lo: int, hi: int) -> Callable[[str], int]:
+    """``java_int`` in [lo, hi], with a shortcut for the common short unsigned case: fewer
+    ASCII digits than ``hi`` has always fit."""
+    short = len(str(hi))
+
+    def parse(text: str) -> int:
+        if len(text) < short and text.isdigit() and text.isascii():
+            return int(text)
+        return java_int(text, lo, hi)
+
+    return parse
 
 
-def _parse_int64(text: str) -> int:
-    if len(text) < 19 and text.isdigit() and text.isascii():
-        return int(text)
-    return java_int(text, INT64_MIN, INT64_MAX)
-
-
+_parse_int32 = _java_int_parser(INT32_MIN, INT32_MAX)
+_parse_int64 = _java_int_parser(INT64_MIN, INT64_MAX)
 _PARSERS = {"S": None, "I": _parse_int32, "L": _parse_int64, "B": java_bool}  # None: kept as sent
 _PY_TYPES = {"S": str, "I": int, "L": int, "B": bool}
 _DEFAULTS = {"false": False, "true": True, "0": 0}
