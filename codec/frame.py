@@ -21,6 +21,7 @@ DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
 MIN_PAYLOAD_BYTES = 4
 
 _INT32 = struct.Struct(">i")
+_PREFIX = struct.Struct(">ii")
 
 
 class FrameDecoder:
@@ -77,12 +78,12 @@ class FrameDecoder:
 
 def encode_frame(serialize_type: int, header: bytes, body: bytes = b"") -> bytes:
     """Whole frame: length prefix, serialize type with header length, header, body."""
-    if len(header) > 0xFFFFFF:
-        raise FrameError(f"header of {len(header)} bytes exceeds the 24-bit header length")
-    return b"".join(
-        (
-            struct.pack(">ii", 4 + len(header) + len(body), (serialize_type << 24) | len(header)),
-            header,
-            body,
-        )
-    )
+    return b"".join((frame_prefix(serialize_type, len(header), len(body)), header, body))
+
+
+def frame_prefix(serialize_type: int, header_len: int, body_len: int) -> bytes:
+    """The 8 bytes before a header: total length, then serialize type with header length. A
+    writer sends prefix, header and body separately, so a large body is never copied."""
+    if header_len > 0xFFFFFF:
+        raise FrameError(f"header of {header_len} bytes exceeds the 24-bit header length")
+    return _PREFIX.pack(4 + header_len + body_len, (serialize_type << 24) | header_len)

@@ -131,6 +131,7 @@ class HeaderCodec:
         self._write_order = fields if fast else _hashset_order(fields) + tuple(f for f in fields if f.only_5x)
         self._plan = tuple((f.wire, f.attr, _PARSERS[f.type], f.required, f) for f in fields)
         self._defaults = {f.attr: f.default for f in fields}
+        self._encode_plan = tuple((f.wire, f.attr) for f in self._write_order)
 
     def decode(self, ext: Mapping[str, str] | None) -> Any:
         """Typed header from extFields; CustomHeaderError on a missing required or bad value.
@@ -159,16 +160,20 @@ class HeaderCodec:
 
     def encode(self, header: Any, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """extFields for ``header`` in Java's ROCKETMQ write order (see the module doc);
-        ``extra`` are keys Java adds with ``addExtField`` (e.g. MSG_REGION)."""
+        ``extra`` are keys Java adds with ``addExtField`` (e.g. MSG_REGION). Every answer to a
+        send or pull runs this, so it reads the instance's ``__dict__`` along a precomputed plan."""
+        values = header.__dict__
         own = {}
-        for f in self._write_order:
-            value = getattr(header, f.attr)
+        for wire, attr in self._encode_plan:
+            value = values[attr]
             if value is not None:
-                own[f.wire] = java_str(value)
-        extra = dict(extra or {})
+                own[wire] = value if value.__class__ is str else java_str(value)
         if self.fast:
-            return {**own, **{k: extra[k] for k in hashmap_order(extra)}}
-        merged = {**extra, **own}
+            if extra:
+                for key in hashmap_order(extra):
+                    own[key] = extra[key]
+            return own
+        merged = {**extra, **own} if extra else own
         return {k: merged[k] for k in hashmap_order(merged)}
 
 

@@ -42,16 +42,16 @@ class Dispatcher:
         if self.on_answer is None or request.code in self.unmeasured:
             return self._dispatch(request, connection)
         started = self.clock.seconds()
-
-        def measured(response: Any) -> Any:
-            if isinstance(response, RemotingCommand):
-                self.on_answer(request.code, response.code, (self.clock.seconds() - started) * 1000)
-            return response
-
         result = self._dispatch(request, connection)
         if isinstance(result, defer.Deferred):
-            return result.addCallback(measured)
-        return measured(result)
+            return result.addCallback(self._measured, request.code, started)
+        return self._measured(result, request.code, started)
+
+    def _measured(self, response: Any, code: int, started: float) -> Any:
+        """Report an answered request's latency; pass ``response`` on unchanged."""
+        if isinstance(response, RemotingCommand):
+            self.on_answer(code, response.code, (self.clock.seconds() - started) * 1000)
+        return response
 
     def _dispatch(self, request: RemotingCommand, connection: Any) -> Any:
         handler = self.handlers.get(request.code)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 
@@ -55,6 +56,23 @@ def test_response_keeps_opaque_and_serialize_type() -> None:
     request = decode_frame(FRAME_B)
     answer = request.response(ResponseCode.SUCCESS, remark="ok")
     assert (answer.opaque, answer.serialize_type, answer.flag) == (7, SerializeType.ROCKETMQ, FLAG_RESPONSE)
+
+
+@pytest.mark.parametrize("frame", [FRAME_A, FRAME_B])
+def test_decoded_and_response_commands_are_whole_frozen_values(frame: bytes) -> None:
+    """Both are filled without the dataclass __init__: every field set, frozen, and equal to (and
+    shown like) a command built the ordinary way."""
+    request = decode_frame(frame)
+    answer = request.response(ResponseCode.SYSTEM_ERROR, "no", {"k": "v"}, b"body")
+    for command in (request, answer):
+        rebuilt = RemotingCommand(**_fields(command))
+        assert command == rebuilt and repr(command) == repr(rebuilt)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            command.code = 1  # type: ignore[misc]
+    assert answer == RemotingCommand(
+        code=ResponseCode.SYSTEM_ERROR, opaque=request.opaque, flag=FLAG_RESPONSE, remark="no", ext_fields={"k": "v"},
+        body=b"body", serialize_type=request.serialize_type,
+    )  # fmt: skip
 
 
 def test_go_style_json_header_is_accepted() -> None:

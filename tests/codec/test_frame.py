@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from codec.errors import CodecError, FrameError
-from codec.frame import FrameDecoder, encode_frame
+from codec.frame import FrameDecoder, encode_frame, frame_prefix
 
 from .golden import FRAME_A, FRAME_B
 
@@ -73,6 +73,12 @@ def test_decoder_stays_failed_after_an_error() -> None:
 def test_encode_frame_writes_type_and_header_length() -> None:
     frame = encode_frame(1, b"hdr", b"body")
     assert frame == struct.pack(">ii", 11, (1 << 24) | 3) + b"hdrbody"
+
+
+def test_frame_prefix_counts_the_body_it_does_not_carry() -> None:
+    assert frame_prefix(1, 3, 4) == encode_frame(1, b"hdr", b"body")[:8]
+    with pytest.raises(FrameError):
+        frame_prefix(0, 1 << 24, 0)  # the header length has 24 bits
 
 
 @given(st.binary(max_size=2000), st.integers(min_value=1, max_value=64))
