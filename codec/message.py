@@ -470,10 +470,13 @@ def decode_batch_with_construct(data: bytes) -> list[BatchItem]:
 # --- message ids, tags, compression ---------------------------------------------------------
 
 
+_PORT_OFFSET = struct.Struct(">iq")
+
+
 def create_offset_msg_id(store_host: HostPort, physical_offset: int) -> str:
     """Offset message id: store IP bytes, port int32, physical offset int64, upper-case hex."""
     try:
-        return (_pack_ip(store_host.host) + struct.pack(">iq", store_host.port, physical_offset)).hex().upper()
+        return (_packed_ip(store_host.host) + _PORT_OFFSET.pack(store_host.port, physical_offset)).hex().upper()
     except struct.error as exc:
         raise MessageError(f"message id field out of range: {exc}") from None
 

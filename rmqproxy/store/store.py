@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from codec.errors import MessageError
 from codec.javacompat import string_hash
@@ -103,9 +103,9 @@ class PutStatus(enum.Enum):
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
 
 
-@dataclasses.dataclass(frozen=True)
-class Arrival:
-    """What arrival listeners receive for each message that just became readable."""
+class Arrival(NamedTuple):
+    """What arrival listeners receive for each message that just became readable (a tuple: one
+    is made per stored message, at a quarter of a frozen dataclass's cost)."""
 
     topic: str
     queue_id: int
