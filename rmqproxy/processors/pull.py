@@ -53,7 +53,7 @@ def response_code(status: GetStatus, requested_offset: int) -> int:
 
 
 def pull_response(request: RemotingCommand, result: GetResult, requested_offset: int) -> RemotingCommand:
-    header = PullMessageResponseHeader(
+    header = PullMessageResponseHeader.CODEC.make(
         suggest_which_broker_id=0,
         next_begin_offset=result.next_begin_offset,
         min_offset=result.min_offset,

@@ -28,6 +28,7 @@ from ..topics import DLQ_PREFIX, RETRY_PREFIX, TopicTable, check_topic_name, dlq
 DEFAULT_MAX_RECONSUME_TIMES = 16
 SEND_RESPONSE_EXTRAS = {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
 
+_RESPONSE_HEADER = SendMessageResponseHeader.CODEC
 _PUT_STATUS_CODES = {
     PutStatus.PUT_OK: ResponseCode.SUCCESS,
     PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
@@ -47,14 +48,14 @@ def born_host(remote: str) -> HostPort:
 
 def answer_put(request: RemotingCommand, result: PutResult) -> RemotingCommand:
     """The send response for a store result (also used for send-back)."""
-    code = _PUT_STATUS_CODES[result.status]
-    if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT):
-        return request.response(code, f"{result.status.name}: {result.remark}".rstrip(": "))
-    first = result.messages[0]
-    header = SendMessageResponseHeader(
-        msg_id=",".join(result.msg_ids), queue_id=first.queue_id, queue_offset=first.queue_offset
-    )
-    return request.response(code, ext_fields=header.to_ext(SEND_RESPONSE_EXTRAS))
+    status = result.status
+    if status is not PutStatus.PUT_OK and status is not PutStatus.FLUSH_DISK_TIMEOUT:
+        return request.response(_PUT_STATUS_CODES[status], f"{status.name}: {result.remark}".rstrip(": "))
+    messages = result.messages
+    first = messages[0]
+    msg_id = first.offset_msg_id if len(messages) == 1 else ",".join(result.msg_ids)
+    header = _RESPONSE_HEADER.make(msg_id=msg_id, queue_id=first.queue_id, queue_offset=first.queue_offset)
+    return request.response(_PUT_STATUS_CODES[status], ext_fields=header.to_ext(SEND_RESPONSE_EXTRAS))
 
 
 class SendProcessor:
@@ -146,9 +147,12 @@ class SendProcessor:
 
     def _answer(self, request: RemotingCommand, result: PutResult) -> RemotingCommand:
         if result.ok and self.on_put is not None:
-            delayed = result.messages[0].topic == SCHEDULE_TOPIC
-            topic = result.messages[0].properties.get("REAL_TOPIC") if delayed else result.messages[0].topic
-            self.on_put(topic or "", len(result.messages), sum(m.store_size for m in result.messages), delayed)
+            messages = result.messages
+            first = messages[0]
+            delayed = first.topic == SCHEDULE_TOPIC
+            topic = first.properties.get("REAL_TOPIC") if delayed else first.topic
+            size = first.store_size if len(messages) == 1 else sum(m.store_size for m in messages)
+            self.on_put(topic or "", len(messages), size, delayed)
         return answer_put(request, result)
 
     def _too_large(self, request: RemotingCommand) -> RemotingCommand:

@@ -126,7 +126,7 @@ class PutResult:
 
     @property
     def ok(self) -> bool:
-        return self.status in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT)
+        return self.status is PutStatus.PUT_OK or self.status is PutStatus.FLUSH_DISK_TIMEOUT
 
     @property
     def first_queue_offset(self) -> int:

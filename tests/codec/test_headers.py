@@ -83,6 +83,19 @@ def test_decoded_headers_are_frozen_values_like_constructed_ones() -> None:
         header.topic = "other"  # type: ignore[misc]
 
 
+def test_made_headers_are_frozen_values_like_constructed_ones() -> None:
+    """``CODEC.make`` fills the instance like ``decode``: the same value as ``__init__`` builds,
+    defaults included, and a name the class lacks is refused."""
+    made = SendMessageResponseHeader.CODEC.make(msg_id="AB", queue_id=1, queue_offset=7)
+    built = SendMessageResponseHeader(msg_id="AB", queue_id=1, queue_offset=7)
+    assert made == built and hash(made) == hash(built) and repr(made) == repr(built)
+    assert made.to_ext() == built.to_ext() == {"msgId": "AB", "queueId": "1", "queueOffset": "7"}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.msg_id = "other"  # type: ignore[misc]
+    with pytest.raises(TypeError, match="queue_idd"):
+        SendMessageResponseHeader.CODEC.make(msg_id="AB", queue_idd=1)
+
+
 _NUMBERS = st.one_of(
     st.integers(INT64_MIN * 2, INT64_MAX * 2).map(str),
     st.text("0123456789+-\u0663\u00b2 x", max_size=21),
