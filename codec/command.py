@@ -140,14 +140,22 @@ class RemotingCommand:
             fields = _decode_binary(header)
         else:
             raise HeaderError(f"unknown serialize type {serialize_type}", where=4)
-        return _filled(body=body, serialize_type=serialize_type, **fields)
+        fields["body"] = body
+        fields["serialize_type"] = serialize_type
+        return _with_fields(fields)
+
+
+def _with_fields(fields: dict) -> RemotingCommand:
+    """A ``RemotingCommand`` whose ``__dict__`` is ``fields`` (all nine), without the frozen
+    ``__init__``; ``fields`` becomes the command's, so the caller must not keep it."""
+    command = object.__new__(RemotingCommand)
+    object.__setattr__(command, "__dict__", fields)
+    return command
 
 
 def _filled(**fields: object) -> RemotingCommand:
-    """A ``RemotingCommand`` from all nine of its fields, without the frozen ``__init__``."""
-    command = object.__new__(RemotingCommand)
-    command.__dict__.update(fields)
-    return command
+    """``_with_fields`` from keyword arguments."""
+    return _with_fields(fields)
 
 
 _JSON_LANGUAGE = {c.value: f'"{c.name}"' for c in LanguageCode}  # language as fastjson writes it

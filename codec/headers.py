@@ -61,6 +61,9 @@ def _java_int_parser(lo: int, hi: int) -> Callable[[str], int]:
     return parse
 
 
+#: Per Java integer type, the digit count below which plain ASCII digits always fit (``decode``
+#: takes those inline, as the parsers do).
+_SHORT = {"I": len(str(INT32_MAX)), "L": len(str(INT64_MAX))}
 _parse_int32 = _java_int_parser(INT32_MIN, INT32_MAX)
 _parse_int64 = _java_int_parser(INT64_MIN, INT64_MAX)
 _PARSERS = {"S": None, "I": _parse_int32, "L": _parse_int64, "B": java_bool}  # None: kept as sent
@@ -129,7 +132,7 @@ class HeaderCodec:
         # Fast headers write declaration order; the others insert into the HashMap in the order
         # Java's reflection yields (5.x-only fields, absent in 4.9.8, go last).
         self._write_order = fields if fast else _hashset_order(fields) + tuple(f for f in fields if f.only_5x)
-        self._plan = tuple((f.wire, f.attr, _PARSERS[f.type], f.required, f) for f in fields)
+        self._plan = tuple((f.wire, f.attr, _PARSERS[f.type], _SHORT.get(f.type, 0), f.required, f) for f in fields)
         self._defaults = {f.attr: f.default for f in fields}
         self._encode_plan = tuple((f.wire, f.attr) for f in self._write_order)
 
@@ -139,13 +142,15 @@ class HeaderCodec:
         (its ``__init__`` pays ``object.__setattr__`` per field: half the cost of a send header)."""
         ext = ext or {}
         values = self._defaults.copy()
-        for wire, attr, parse, required, f in self._plan:
+        for wire, attr, parse, short, required, f in self._plan:
             text = ext.get(wire)
             if text is None:
                 if required:
                     raise CustomHeaderError(f"the custom field <{wire}> is null", where=self.java_name)
             elif parse is None:
                 values[attr] = text
+            elif len(text) < short and text.isdigit() and text.isascii():
+                values[attr] = int(text)  # the parser's own shortcut, inline: most fields are numbers
             else:
                 try:
                     values[attr] = parse(text)
@@ -155,7 +160,7 @@ class HeaderCodec:
                         where=self.java_name,
                     ) from None
         header = object.__new__(self.cls)
-        header.__dict__.update(values)
+        object.__setattr__(header, "__dict__", values)
         return header
 
     def make(self, **values: Any) -> Any:

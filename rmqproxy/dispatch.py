@@ -43,7 +43,7 @@ class Dispatcher:
             return self._dispatch(request, connection)
         started = self.clock.seconds()
         result = self._dispatch(request, connection)
-        if isinstance(result, defer.Deferred):
+        if result.__class__ is not RemotingCommand and isinstance(result, defer.Deferred):
             return result.addCallback(self._measured, request.code, started)
         return self._measured(result, request.code, started)
 

@@ -115,7 +115,9 @@ class Connection(Protocol):
             result = command.response(1, f"internal error handling request code {command.code}")
         if command.is_oneway:
             return
-        if isinstance(result, defer.Deferred):
+        if result.__class__ is RemotingCommand:  # the usual answer; Deferred's isinstance goes through ABCMeta
+            self.write_command(result)
+        elif isinstance(result, defer.Deferred):
             result.addCallback(self.write_command)
             result.addErrback(self._deferred_failed, command)
         elif result is not None:

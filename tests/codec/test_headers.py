@@ -114,6 +114,18 @@ def test_number_shortcuts_agree_with_java_parsing(text: str) -> None:
         except ValueError:
             got = ValueError
         assert got == expected, (text, fast.__name__)
+    codec = REQUEST_HEADERS[RequestCode.SEND_MESSAGE_V2]  # decode takes the shortcut inline
+    base = {"a": "g", "b": "T", "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": "5", "h": "0"}
+    for wire, attr, lo, hi in (("e", "queue_id", INT32_MIN, INT32_MAX), ("g", "born_timestamp", INT64_MIN, INT64_MAX)):
+        try:
+            expected = java_int(text, lo, hi)
+        except ValueError:
+            expected = CustomHeaderError
+        try:
+            got = getattr(codec.decode({**base, wire: text}), attr)
+        except CustomHeaderError:
+            got = CustomHeaderError
+        assert got == expected and type(got) is type(expected), (text, wire)
 
 
 @pytest.mark.parametrize("codec", ALL_CODECS, ids=lambda c: c.java_name)
