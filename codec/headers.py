@@ -29,6 +29,7 @@ Facts behind the tables (apache/rocketmq 4.9.8 and 5.3.3, read off the released 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
@@ -48,25 +49,15 @@ from .javacompat import (
     string_hash,
 )
 
-def _java_int_parser(lo: int, hi: int) -> Callable[[str], int]:
-    """``java_int`` in [lo, hi], with a shortcut for the common short unsigned case: fewer
-    ASCII digits than ``hi`` has always fit."""
-    short = len(str(hi))
-
-    def parse(text: str) -> int:
-        if len(text) < short and text.isdigit() and text.isascii():
-            return int(text)
-        return java_int(text, lo, hi)
-
-    return parse
-
-
-#: Per Java integer type, the digit count below which plain ASCII digits always fit (``decode``
-#: takes those inline, as the parsers do).
-_SHORT = {"I": len(str(INT32_MAX)), "L": len(str(INT64_MAX))}
-_parse_int32 = _java_int_parser(INT32_MIN, INT32_MAX)
-_parse_int64 = _java_int_parser(INT64_MIN, INT64_MAX)
-_PARSERS = {"S": None, "I": _parse_int32, "L": _parse_int64, "B": java_bool}  # None: kept as sent
+#: Java integer types by letter: their range, and the digit count below which plain ASCII digits
+#: always fit (``decode`` reads those with ``int`` and leaves the rest to ``java_int``).
+_INT_RANGES = {"I": (INT32_MIN, INT32_MAX), "L": (INT64_MIN, INT64_MAX)}
+_SHORT = {kind: len(str(hi)) for kind, (_, hi) in _INT_RANGES.items()}
+_PARSERS: dict[str, Callable[[str], Any] | None] = {
+    "S": None,  # kept as sent
+    "B": java_bool,
+    **{kind: functools.partial(java_int, lo=lo, hi=hi) for kind, (lo, hi) in _INT_RANGES.items()},
+}
 _PY_TYPES = {"S": str, "I": int, "L": int, "B": bool}
 _DEFAULTS = {"false": False, "true": True, "0": 0}
 
@@ -150,7 +141,7 @@ class HeaderCodec:
             elif parse is None:
                 values[attr] = text
             elif len(text) < short and text.isdigit() and text.isascii():
-                values[attr] = int(text)  # the parser's own shortcut, inline: most fields are numbers
+                values[attr] = int(text)  # most fields are short numbers: no call for them
             else:
                 try:
                     values[attr] = parse(text)
