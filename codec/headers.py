@@ -150,17 +150,19 @@ class HeaderCodec:
                         f"the custom field <{wire}> has {text!r:.40}, not a {_PY_TYPES[f.type].__name__}",
                         where=self.java_name,
                     ) from None
-        header = object.__new__(self.cls)
-        object.__setattr__(header, "__dict__", values)
-        return header
+        return self._instance(values)
 
     def make(self, **values: Any) -> Any:
         """The typed header of these field values, filled as ``decode`` fills it: the answers to
         sends and pulls build one each, and the frozen ``__init__`` would double that cost."""
         if not values.keys() <= self._defaults.keys():
             raise TypeError(f"{self.java_name} has no field {sorted(values.keys() - self._defaults.keys())}")
+        return self._instance({**self._defaults, **values})
+
+    def _instance(self, values: dict[str, Any]) -> Any:
+        """The frozen header whose ``__dict__`` is ``values`` (every field), without ``__init__``."""
         header = object.__new__(self.cls)
-        header.__dict__.update(self._defaults, **values)
+        object.__setattr__(header, "__dict__", values)
         return header
 
     def encode(self, header: Any, extra: Mapping[str, str] | None = None) -> dict[str, str]:
