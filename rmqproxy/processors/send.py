@@ -49,7 +49,7 @@ def born_host(remote: str) -> HostPort:
 def answer_put(request: RemotingCommand, result: PutResult) -> RemotingCommand:
     """The send response for a store result (also used for send-back)."""
     status = result.status
-    if status is not PutStatus.PUT_OK and status is not PutStatus.FLUSH_DISK_TIMEOUT:
+    if not result.ok:
         return request.response(_PUT_STATUS_CODES[status], f"{status.name}: {result.remark}".rstrip(": "))
     messages = result.messages
     first = messages[0]
