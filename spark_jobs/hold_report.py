@@ -34,6 +34,7 @@ if __package__ in (None, ""):  # run as a file (spark-submit spark_jobs/hold_rep
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from spark_jobs import files, report, schema, transforms
 from spark_jobs.session import build_session
@@ -46,22 +47,32 @@ def _log(message: str) -> None:
     print(f"[hold_report {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def extract(spark: SparkSession, inputs: list[str]) -> DataFrame:
-    """Raw lines with their source file."""
-    return files.read_lines(spark, inputs)
+def extract(spark: SparkSession, inputs: list[str]) -> tuple[DataFrame, DataFrame | None]:
+    """Raw lines with their source file, and the same lines through Spark's JSON reader when it
+    reads them as the line parser does (``None`` when some line ``needs_line_reader``). Scans the
+    lines once to decide: the reader saves more than that scan costs."""
+    lines = files.read_lines(spark, inputs)
+    _log("checking line shapes")
+    odd = lines.where(transforms.needs_line_reader(F.col("value"))).count()
+    if odd:
+        _log(f"{odd} lines are not one JSON object each: parsing every line as text")
+        return lines, None
+    return lines, files.read_records(spark, inputs, schema.PULL_EVENT_READ, transforms.JSON_OPTIONS)
 
 
 def transform(
-    lines: DataFrame, *, short_polling_ms: int = transforms.DEFAULT_SHORT_POLLING_MS,
+    lines: DataFrame, records: DataFrame | None = None, *, short_polling_ms: int = transforms.DEFAULT_SHORT_POLLING_MS,
     sketch_k: int = transforms.DEFAULT_SKETCH_K, with_date: bool = False,
 ) -> tuple[DataFrame, DataFrame, DataFrame]:  # fmt: skip
-    """Lines in; (parsed lines, enriched events, cells) out. Lazy.
+    """Lines (and their JSON reader ``records``, if any) in; (parsed lines, enriched events,
+    cells) out. Lazy.
 
-    ``cells`` is the one scan of the input (``transforms.cell_stats``) that every table is
-    merged from (``summaries``). ``parsed`` is read again only to write rejected lines, and
-    ``events`` only for ``--events-parquet``."""
+    ``cells`` is the one scan of the input (``transforms.cell_stats``, from ``records`` when
+    given) that every table is merged from (``summaries``). The parsed lines are read only to
+    write rejected lines, and ``events`` only for ``--events-parquet``."""
     parsed = transforms.parse_lines(lines)
-    enriched = transforms.enrich(parsed, short_polling_ms, with_date=with_date)
+    read = parsed if records is None else transforms.parse_records(records)
+    enriched = transforms.enrich(read, short_polling_ms, with_date=with_date)
     return parsed, transforms.valid_events(enriched), transforms.cell_stats(enriched, sketch_k)
 
 
@@ -138,7 +149,7 @@ def run(
 ) -> dict:  # fmt: skip
     """Extract, transform, load; returns the summary."""
     parsed, events, cells = transform(
-        extract(spark, inputs), short_polling_ms=short_polling_ms, sketch_k=sketch_k, with_date=events_parquet
+        *extract(spark, inputs), short_polling_ms=short_polling_ms, sketch_k=sketch_k, with_date=events_parquet
     )
     options = {"inputs": list(inputs), "short_polling_ms": short_polling_ms, "sketch_k": sketch_k, "top": top,
                "min_pulls": min_pulls}  # fmt: skip
