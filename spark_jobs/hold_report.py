@@ -34,7 +34,6 @@ if __package__ in (None, ""):  # run as a file (spark-submit spark_jobs/hold_rep
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from spark_jobs import files, report, schema, transforms
 from spark_jobs.session import build_session
@@ -53,7 +52,7 @@ def extract(spark: SparkSession, inputs: list[str]) -> tuple[DataFrame, DataFram
     lines once to decide: the reader saves more than that scan costs."""
     lines = files.read_lines(spark, inputs)
     _log("checking line shapes")
-    odd = lines.where(transforms.needs_line_reader(F.col("value"))).count()
+    odd = lines.where(transforms.needs_line_reader()).count()
     if odd:
         _log(f"{odd} lines are not one JSON object each: parsing every line as text")
         return lines, None
@@ -77,12 +76,14 @@ def transform(
 
 
 def summaries(cells: DataFrame, *, top: int = 20, min_pulls: int = 20) -> dict[str, DataFrame]:
-    """The summary tables by name, merged from ``cells``. Lazy."""
+    """The summary tables by name, merged from ``cells``. Lazy; the hour cells are cached when
+    first computed (the whole-input table merges them again), so the caller clears the cache."""
     by_minute = transforms.window_stats(cells, "minute")
+    hours = transforms.window_cells(cells, "hour").cache()
     return {
         "by_minute": by_minute,
-        "by_hour": transforms.window_stats(cells, "hour"),
-        "group_topic": transforms.group_topic_stats(cells),
+        "by_hour": transforms.finish_windows(hours, "hour"),
+        "group_topic": transforms.group_topic_stats(hours),
         "rate_vs_pull_time": transforms.rate_vs_pull_time(cells, by_minute),
         "slowest_queues": transforms.slowest_queues(cells, top, min_pulls),
         "slowest_clients": transforms.slowest_clients(cells, top, min_pulls),

@@ -102,8 +102,9 @@ def test_every_line_is_parsed_once_whichever_rows_are_kept(spark) -> None:
         assert plan.count("from_json(") == 1, plan
 
 
-def _plain_and_odd_lines() -> tuple[list[bytes], list[bytes]]:
-    """Lines Spark's JSON reader reads as the line parser does (good and bad), and lines it would not."""
+def _plain_and_odd_lines() -> tuple[list[bytes], list[bytes], list[bytes]]:
+    """Lines Spark's JSON reader reads as the line parser does (good and bad), lines it reads alike
+    that the check still sends to the line parser (a ``}`` before the end), and lines it misreads."""
     good = [_good(i) for i in range(3)]
     missing = event(ts_ms=T0 + 9)
     del missing["wake"]
@@ -111,20 +112,19 @@ def _plain_and_odd_lines() -> tuple[list[bytes], list[bytes]]:
         *good,
         dumps(dict(event(), held="yes")),
         dumps(dict(event(), offset=1.5)),
-        dumps(dict(event(), group={"nested": 1})),
         dumps(event()).replace('"hold_ms":0.0', '"hold_ms":NaN'),
         dumps(event()).replace('"hold_ms":0.0', '"hold_ms":1e999'),
         dumps(missing),
         "{}",
         '{"ts_ms":1,}',
         "{not json}",
-        line(event(ts_ms=T0 + 3, client_id="a} b{c", remote="}")),
         line(event(ts_ms=T0 + 4, client_id="é∂")),
     ]
+    braced = [line(event(ts_ms=T0 + 3, client_id="a} b{c", remote="}")), dumps(dict(event(), group={"nested": 1}))]
     not_utf8 = line(event(ts_ms=T0 + 5)).encode().replace(b'"remote":"', b'"remote":"\xff')
     odd = ["", "   ", "[1,2]", "null", "not json", '{"ts_ms":1,', good[0] + good[1], good[0] + " " + good[1],
            good[0] + "\t " + good[1], good[0] + " trailing", good[0] + "  ", "\ufeff" + good[0], "[" + good[0] + "]"]  # fmt: skip
-    return [x.encode() for x in plain] + [not_utf8], [x.encode() for x in odd]
+    return [x.encode() for x in plain] + [not_utf8], [x.encode() for x in braced], [x.encode() for x in odd]
 
 
 def test_lines_the_json_reader_would_misread_need_the_line_reader(spark, tmp_path) -> None:
@@ -132,13 +132,15 @@ def test_lines_the_json_reader_would_misread_need_the_line_reader(spark, tmp_pat
 
     from spark_jobs import files, transforms
 
-    plain, odd = _plain_and_odd_lines()
-    for name, lines in (("plain", plain), ("odd", odd)):
-        (tmp_path / f"{name}.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    plain, braced, odd = _plain_and_odd_lines()
+    (tmp_path / "plain.jsonl").write_bytes(b"\n".join(plain) + b"\n")
+    (tmp_path / "odd.jsonl").write_bytes(b"\n".join(braced + odd) + b"\n")
     flagged = files.read_lines(spark, [str(tmp_path)]).select(
-        F.col("source").endswith("odd.jsonl").alias("odd"), transforms.needs_line_reader(F.col("value")).alias("flag")
+        F.col("source").endswith("odd.jsonl").alias("odd"), transforms.needs_line_reader().alias("flag")
     )
-    assert sorted(tuple(r) for r in flagged.collect()) == [(False, False)] * len(plain) + [(True, True)] * len(odd)
+    assert sorted(tuple(r) for r in flagged.collect()) == [(False, False)] * len(plain) + [(True, True)] * (
+        len(braced) + len(odd)
+    )
 
 
 def test_the_json_reader_reads_plain_lines_as_the_line_parser_does(spark, tmp_path) -> None:
@@ -146,8 +148,8 @@ def test_the_json_reader_reads_plain_lines_as_the_line_parser_does(spark, tmp_pa
     the same cells: ``hold_report`` uses the reader whenever no line needs the line parser."""
     from spark_jobs import files, schema, transforms
 
-    plain, _ = _plain_and_odd_lines()
-    (tmp_path / "pulls.jsonl").write_bytes(b"\n".join(plain) + b"\n")
+    plain, braced, _ = _plain_and_odd_lines()
+    (tmp_path / "pulls.jsonl").write_bytes(b"\n".join(plain + braced) + b"\n")
     by_line = transforms.parse_lines(files.read_lines(spark, [str(tmp_path)]))
     by_reader = transforms.parse_records(
         files.read_records(spark, [str(tmp_path)], schema.PULL_EVENT_READ, transforms.JSON_OPTIONS)

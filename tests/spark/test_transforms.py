@@ -113,8 +113,9 @@ def test_hour_window_and_whole_input_aggregates(spark, cells) -> None:
     assertDataFrameEqual(actual, spark.createDataFrame(expected_hour, actual.schema), rtol=1e-9)
     # whole input: the same numbers, the rate over the span first to last answer (g1: 79 s; g2: 1 s -> 1 min)
     expected_all = [row[:-1] + (35 / (79_000 / 60_000),) for row in expected_hour[:1]] + [expected_hour[1]]
-    actual = transforms.group_topic_stats(cells).select(*columns)
-    assertDataFrameEqual(actual, spark.createDataFrame(expected_all, actual.schema), rtol=1e-9)
+    for window in ("hour", "minute"):  # merged from either window size
+        actual = transforms.group_topic_stats(transforms.window_cells(cells, window)).select(*columns)
+        assertDataFrameEqual(actual, spark.createDataFrame(expected_all, actual.schema), rtol=1e-9)
 
 
 def test_timeout_overshoot_is_against_suspend_in_long_mode_and_short_polling_in_short(spark) -> None:
