@@ -20,11 +20,15 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 
-def read_lines(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:
-    """Every line of every input as (``value``, ``source``)."""
+def _paths(inputs: Sequence[str]) -> list[str]:
     if not inputs:
         raise ValueError("no input given")
-    text = spark.read.text(list(inputs))
+    return list(inputs)
+
+
+def read_lines(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:
+    """Every line of every input as (``value``, ``source``)."""
+    text = spark.read.text(_paths(inputs))
     return text.select(F.col("value"), F.input_file_name().alias("source"))
 
 
@@ -32,9 +36,7 @@ def read_records(spark: SparkSession, inputs: Sequence[str], schema: StructType,
     """Every line of every input through Spark's JSON reader (``schema`` explicit, nothing
     inferred), the same files as ``read_lines``; only the schema's columns (no partition columns
     from ``key=value`` directory names)."""
-    if not inputs:
-        raise ValueError("no input given")
-    return spark.read.schema(schema).options(**options).json(list(inputs)).select(*schema.fieldNames())
+    return spark.read.schema(schema).options(**options).json(_paths(inputs)).select(*schema.fieldNames())
 
 
 def _path(spark: SparkSession, uri: str):

@@ -92,8 +92,8 @@ def parse_lines(lines: DataFrame) -> DataFrame:
 
 
 def needs_line_reader() -> Column:
-    """Lines (``value``) that ``parse_records`` could read otherwise than ``parse_lines``: anything but ``{``,
-    then no ``}`` up to the last byte, which is ``}``. Spark's JSON reader skips blank lines, splits
+    """Lines (``value``) that ``parse_records`` could read otherwise than ``parse_lines``: anything
+    but ``{``, then no ``}`` up to the last byte, which is ``}``. Spark's JSON reader skips blank lines, splits
     an array into rows and drops what follows the first object. Flags a brace inside a string or
     a nested object too (rare; the line parser reads those right): one byte search is the cheap
     test, where ``_second_object``'s three character searches cost twice the read itself."""
@@ -213,11 +213,11 @@ def enrich(events: DataFrame, short_polling_ms: int = DEFAULT_SHORT_POLLING_MS, 
 #: its size k in memory however few values it holds, so fewer cells is a faster pass.
 WINDOW_KEYS = ("group", "topic", "minute", "suspendable")
 QUEUE_KEYS = ("group", "topic", "queue_id", "client")
-#: Measures with a KLL sketch per cell, and the column each sketches (hold: held pulls only).
+#: Measures with a KLL sketch per cell.
 _SKETCHED = ("total", "hold", "service", "overshoot")
-
 #: The column each measure's sketch and maximum read, in SQL (hold: held pulls only).
 _MEASURES = {m: "CASE WHEN held THEN hold_ms END" if m == "hold" else f"{m}_ms" for m in _SKETCHED}
+
 
 def cell_stats(events: DataFrame, sketch_k: int = DEFAULT_SKETCH_K) -> DataFrame:
     """Enriched events (good and rejected lines, or just events) in; one row per cell out:
@@ -284,7 +284,8 @@ def _merge_groups(cells: DataFrame, keys: list[str]) -> DataFrame:
 def _quantiles(sketch: str) -> str:
     """SQL for the PERCENTILES of a sketch (null when it saw no value): each is one of the values."""
     ranks = ", ".join(f"{p!r}D" for p in PERCENTILES)
-    return f"CASE WHEN kll_sketch_get_n_double({sketch}) > 0 THEN kll_sketch_get_quantile_double({sketch}, array({ranks})) END"
+    quantiles = f"kll_sketch_get_quantile_double({sketch}, array({ranks}))"
+    return f"CASE WHEN kll_sketch_get_n_double({sketch}) > 0 THEN {quantiles} END"
 
 
 def _share(numerator: str, denominator: str) -> str:
@@ -297,7 +298,8 @@ def _finish(df: DataFrame, keys: list[str], minutes: str) -> DataFrame:
     window length (SQL)."""
     # read each sketch once (a projection of its own): every read deserializes and sorts it
     df = df.selectExpr("*", *[f"{_quantiles(f'_{m}_sketch')} AS _{m}" for m in _SKETCHED])
-    columns = [*[f"`{k}`" for k in keys], "pulls", "held_pulls", f"{_share('held_pulls', 'pulls')} AS held_share", "found_pulls"]
+    held_share = f"{_share('held_pulls', 'pulls')} AS held_share"
+    columns = [*[f"`{k}`" for k in keys], "pulls", "held_pulls", held_share, "found_pulls"]
     for m in ("total", "hold", "service"):
         columns += [f"_{m}[{i}] AS {m}_ms_{name}" for i, name in enumerate(_PCT_NAMES)] + [f"{m}_ms_max"]
     wake_total = " + ".join(f"_wake_{w}" for w in WAKES)

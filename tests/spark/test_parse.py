@@ -123,7 +123,8 @@ def _plain_and_odd_lines() -> tuple[list[bytes], list[bytes], list[bytes]]:
     braced = [line(event(ts_ms=T0 + 3, client_id="a} b{c", remote="}")), dumps(dict(event(), group={"nested": 1}))]
     not_utf8 = line(event(ts_ms=T0 + 5)).encode().replace(b'"remote":"', b'"remote":"\xff')
     odd = ["", "   ", "[1,2]", "null", "not json", '{"ts_ms":1,', good[0] + good[1], good[0] + " " + good[1],
-           good[0] + "\t " + good[1], good[0] + " trailing", good[0] + "  ", "\ufeff" + good[0], "[" + good[0] + "]"]  # fmt: skip
+           good[0] + "\t " + good[1], good[0] + " trailing", good[0] + "  ", "\ufeff" + good[0],
+           "[" + good[0] + "]"]  # fmt: skip
     return [x.encode() for x in plain] + [not_utf8], [x.encode() for x in braced], [x.encode() for x in odd]
 
 
@@ -161,11 +162,11 @@ def test_the_json_reader_reads_plain_lines_as_the_line_parser_does(spark, tmp_pa
     assert rows(by_reader) == rows(by_line)
     reasons = sorted(r["reason"] or "" for r in by_line.collect())
     # a string field given an object keeps its JSON text, as Spark's reader does: the sixth good line
-    assert reasons == [""] * 6 + ["malformed"] * 6 + [f"missing_field:{m}" for m in (",".join(transforms.FIELDS), "wake")] + [
-        "non_finite"
-    ], reasons
+    missing = [f"missing_field:{m}" for m in (",".join(transforms.FIELDS), "wake")]
+    assert reasons == [""] * 6 + ["malformed"] * 6 + missing + ["non_finite"], reasons
 
     def counts(parsed) -> dict:
-        return {r["reason"]: r["count"] for r in transforms.reject_counts(transforms.cell_stats(transforms.enrich(parsed))).collect()}
+        cells = transforms.cell_stats(transforms.enrich(parsed))
+        return {r["reason"]: r["count"] for r in transforms.reject_counts(cells).collect()}
 
     assert counts(by_reader) == counts(by_line)
