@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import os
 
-from pyspark import SparkConf
+from pyspark import SparkConf, SparkContext
+from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
+
+from spark_jobs import cds
 
 DEFAULTS = {
     "spark.sql.session.timeZone": "UTC",
@@ -28,24 +31,44 @@ DEFAULTS = {
 #: Only honoured when this process launches the JVM (``python -m``); under spark-submit the
 #: launcher has already sized the driver from its own flags. The throughput collector: the job's
 #: one pass allocates a sketch per cell and a string per field, and G1's concurrent work costs
-#: ~15% of that pass on two cores (bench/spark.py).
-LOCAL_DRIVER = {"spark.driver.memory": "4g", "spark.driver.extraJavaOptions": "-XX:+UseParallelGC"}
+#: ~15% of that pass on two cores (bench/spark.py). The class data sharing archive's flags
+#: (``spark_jobs.cds``) join these JVM options.
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+LOCAL_DRIVER = {"spark.driver.memory": "4g", JAVA_OPTIONS: "-XX:+UseParallelGC"}
 
 
 def build_session(app_name: str, master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
     """A session with the jobs' defaults; explicit ``conf`` wins over them, spark-submit's too."""
     existing = SparkConf()
+    settings = {k: v for k, v in DEFAULTS.items() if not existing.contains(k)}
+    # JVM flags only reach a JVM this process starts: not spark-submit's, nor an existing gateway
+    launching = "PYSPARK_GATEWAY_PORT" not in os.environ and SparkContext._gateway is None
+    archive = cds.archive() if launching else cds.Archive()
+    local = {**LOCAL_DRIVER, JAVA_OPTIONS: f"{LOCAL_DRIVER[JAVA_OPTIONS]} {archive.flags}".strip()}
+    if launching:
+        settings.update({k: v for k, v in local.items() if not existing.contains(k)})
+    settings.update(conf or {})
+    flags_used = settings.get(JAVA_OPTIONS) == local[JAVA_OPTIONS] and bool(archive.flags)
+    try:
+        spark = _builder(app_name, master, existing, settings).getOrCreate()
+    except PySparkRuntimeError:
+        if not flags_used:
+            raise
+        archive.discard()  # a JVM that cannot start with the archive (a damaged file): start without
+        settings[JAVA_OPTIONS] = LOCAL_DRIVER[JAVA_OPTIONS]
+        spark = _builder(app_name, master, existing, settings).getOrCreate()
+        flags_used = False
+    archive.started(getattr(SparkContext._gateway, "proc", None), flags_used)
+    spark.sparkContext.setLogLevel(os.environ.get("SPARK_JOBS_LOG_LEVEL", "WARN"))
+    return spark
+
+
+def _builder(app_name: str, master: str | None, existing: SparkConf, settings: dict[str, str]) -> SparkSession.Builder:
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
     elif not existing.contains("spark.master"):
         builder = builder.master("local[*]")
-    settings = {k: v for k, v in DEFAULTS.items() if not existing.contains(k)}
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:
-        settings.update({k: v for k, v in LOCAL_DRIVER.items() if not existing.contains(k)})
-    settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("SPARK_JOBS_LOG_LEVEL", "WARN"))
-    return spark
+    return builder

@@ -14,6 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 
+# The class data sharing archive (spark_jobs.cds) stays out of the tests' jobs: no cache written
+# under the home directory, no recording run's extra seconds. tests/spark/test_cds.py turns it on.
+os.environ.setdefault("SPARK_JOBS_CDS", "off")
+
 
 def _require(condition: bool, message: str) -> None:
     if condition:
