@@ -4,10 +4,11 @@ For each size (default 1M and 10M events): generate the logs once with ``spark_j
 (seed 7, hourly ``pulls-*.jsonl`` files, kept under ``bench/out/spark/`` for later runs), then
 time ``python -m spark_jobs.hold_report --master local[2]`` end to end in a fresh process: JVM
 start, parse, every table, Parquet, CSV, report.html. The driver JVM maps this machine's class
-data sharing archive (spark_jobs.cds), recorded first by an untimed run on 20k events if missing. ``job_s`` is the job's own time after the
-session is up. Also reported: events/s, the growth of time per event from the smallest to the
-largest size (target: no worse than linear, i.e. <= 1.0 plus noise), the 10M target (<= 60 s),
-and the load average before and after each run, since a busy machine slows every figure.
+data sharing archive (spark_jobs.cds), recorded first by an untimed run on 20k events if missing.
+``job_s`` is the job's own time after the session is up. Also reported: events/s, the growth of
+time per event from the smallest to the largest size (target: no worse than linear, i.e. <= 1.0
+plus noise), the 10M target (<= 60 s), and the load average before and after each run, since a
+busy machine slows every figure.
 
 Run: ``python bench/spark.py [--sizes 1000000,10000000] [--out bench/out/spark.json]``.
 """

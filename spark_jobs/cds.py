@@ -66,7 +66,9 @@ def _directory() -> Path:
 class Archive:
     """The driver JVM flags for this machine's archive, and the step that keeps a new recording."""
 
-    def __init__(self, flags: str = "", recording: Path | None = None, final: Path | None = None, lock: Path | None = None):
+    def __init__(
+        self, flags: str = "", recording: Path | None = None, final: Path | None = None, lock: Path | None = None
+    ) -> None:
         self.flags = flags
         self._recording, self._final, self._lock = recording, final, lock
 
