@@ -13,7 +13,11 @@ import csv
 import datetime as dt
 import io
 import json
+import urllib.parse
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -37,6 +41,71 @@ def read_records(spark: SparkSession, inputs: Sequence[str], schema: StructType,
     inferred), the same files as ``read_lines``; only the schema's columns (no partition columns
     from ``key=value`` directory names)."""
     return spark.read.schema(schema).options(**options).json(_paths(inputs)).select(*schema.fieldNames())
+
+
+def local_files(spark: SparkSession, lines: DataFrame) -> list[str] | None:
+    """The paths of the files behind ``lines`` (``read_lines``) when this process can read them
+    as Spark does: a local master, and every file a local one with no compression codec. ``None``
+    otherwise (a cluster, another filesystem, ``.gz``...)."""
+    if not spark.sparkContext.master.startswith("local"):
+        return None
+    jvm = spark.sparkContext._jvm
+    codecs = jvm.org.apache.hadoop.io.compress.CompressionCodecFactory(spark.sparkContext._jsc.hadoopConfiguration())
+    paths = []
+    for uri in lines.inputFiles():
+        parts = urllib.parse.urlsplit(uri)
+        if parts.scheme != "file" or codecs.getCodec(jvm.org.apache.hadoop.fs.Path(uri)) is not None:
+            return None
+        paths.append(urllib.parse.unquote(parts.path))
+    return paths
+
+
+def all_one_object_per_line(paths: Sequence[str], threads: int) -> bool:
+    """``one_object_per_line`` for every file, ``threads`` at a time (numpy drops the GIL)."""
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        return all(pool.map(one_object_per_line, paths))
+
+
+_CHUNK = 8 << 20
+_OPEN, _CLOSE, _LF, _CR = b"{}\n\r"
+_BOM = "\ufeff".encode()
+
+
+def one_object_per_line(path: str) -> bool:
+    """Whether ``transforms.needs_line_reader`` holds for none of the lines Hadoop reads from the
+    file at ``path``, i.e. each is ``{``, then bytes other than ``}``, then ``}``; found from byte
+    counts at memory speed instead of line by line. With a leading byte order mark (Hadoop drops
+    it) and one final newline set aside, that is: ``{`` first, ``}`` last, every newline inside
+    ``}\\n{``, and no other ``}`` (one per line). A carriage return anywhere gives False: Hadoop
+    ends lines at one too, and the line parser reads such a file right. An empty file has no lines."""
+    buf = bytearray(_CHUNK + 2)
+    closes = newlines = joins = 0
+    first, tail = None, b""
+    with open(path, "rb", buffering=0) as f:
+        if f.read(len(_BOM)) != _BOM:
+            f.seek(0)
+        while k := f.readinto(memoryview(buf)[len(tail) :]):
+            n = len(tail)
+            if buf.find(_CR, n, n + k) >= 0:
+                return False
+            # the last two bytes read before lead, so that a newline at a chunk's edge has both
+            # neighbours: each is judged once, where it is neither first nor last of ``seen``
+            seen = np.frombuffer(buf, np.uint8, n + k)
+            if first is None:
+                first = int(seen[0])
+            closes += int(np.count_nonzero(seen[n:] == _CLOSE))
+            lf = np.flatnonzero(seen == _LF)
+            newlines += int(np.count_nonzero(lf >= n))
+            inner = lf[(lf > 0) & (lf < n + k - 1)]
+            joins += int(np.count_nonzero((seen[inner - 1] == _CLOSE) & (seen[inner + 1] == _OPEN)))
+            tail = bytes(buf[max(0, n + k - 2) : n + k])
+            buf[: len(tail)] = tail
+    if first is None:
+        return True
+    final_lf = int(tail[-1] == _LF)
+    last = tail[-1 - final_lf] if len(tail) > final_lf else None
+    lines = newlines - final_lf + 1
+    return first == _OPEN and last == _CLOSE and joins == lines - 1 and closes == lines
 
 
 def _path(spark: SparkSession, uri: str):

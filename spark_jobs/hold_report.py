@@ -48,13 +48,18 @@ def _log(message: str) -> None:
 
 def extract(spark: SparkSession, inputs: list[str]) -> tuple[DataFrame, DataFrame | None]:
     """Raw lines with their source file, and the same lines through Spark's JSON reader when it
-    reads them as the line parser does (``None`` when some line ``needs_line_reader``). Scans the
-    lines once to decide: the reader saves more than that scan costs."""
+    reads them as the line parser does (``None`` when some line ``needs_line_reader``). Checks the
+    lines first: local plain files by their bytes in this process (``files.one_object_per_line``,
+    several times faster), others by a scan of the lines. The reader saves more than either costs."""
     lines = files.read_lines(spark, inputs)
     _log("checking line shapes")
-    odd = lines.where(transforms.needs_line_reader()).count()
-    if odd:
-        _log(f"{odd} lines are not one JSON object each: parsing every line as text")
+    local = files.local_files(spark, lines)
+    if local is not None:
+        plain = files.all_one_object_per_line(local, spark.sparkContext.defaultParallelism)
+    else:
+        plain = lines.where(transforms.needs_line_reader()).isEmpty()
+    if not plain:
+        _log("some lines are not one JSON object each: parsing every line as text")
         return lines, None
     return lines, files.read_records(spark, inputs, schema.PULL_EVENT_READ, transforms.JSON_OPTIONS)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 
+import pytest
+
 from .helpers import T0, dumps, event, line, lines_frame
 
 
@@ -170,3 +172,69 @@ def test_the_json_reader_reads_plain_lines_as_the_line_parser_does(spark, tmp_pa
         return {r["reason"]: r["count"] for r in transforms.reject_counts(cells).collect()}
 
     assert counts(by_reader) == counts(by_line)
+
+
+def _shape_cases() -> list[bytes]:
+    """File contents for the byte check: the edges by hand, then random ones built from the bytes
+    that matter (braces, both line ends, a space) and the test lines."""
+    import random
+
+    plain, braced, odd = _plain_and_odd_lines()
+    one = plain[0]
+    bom = "\ufeff".encode()
+    cases = [b"", b"\n", b"\r\n", b"{}", b"{}\n", b"{}\n\n", b"\n{}", b"{}\r\n{}", b"{}\r{}", b"}", b"{", b"{}}",
+             bom, bom + b"{}", bom + b"\n{}", b"{}\n" + bom + b"{}", bom + one,
+             b"{{}", b"{}{}", b"{}\n{}\n", b"{}\n}{\n", one, one + b"\n", b"\n".join(plain), b"\n".join(plain) + b"\n",
+             b"\n".join([one, braced[0]]), b"\n".join([one, odd[0], one])]  # fmt: skip
+    rng = random.Random(7)
+    for _ in range(300):
+        if rng.random() < 0.5:
+            pieces = [b"{", b"}", b"\n", b"\r", b" ", b"a", b"{a}", b"}\n{"]
+            text = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        else:
+            picked = [rng.choice(plain if rng.random() < 0.9 else braced + odd) for _ in range(rng.randint(1, 5))]
+            text = b"\n".join(picked) + rng.choice([b"", b"\n"])
+        cases.append(text)
+    return cases
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5, 8 << 20])
+def test_the_byte_check_agrees_with_the_line_check_file_by_file(spark, tmp_path, monkeypatch, chunk) -> None:
+    """Every chunk size, so that a newline, a ``}\\n{`` or the final bytes fall across chunk edges."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs import files, transforms
+
+    monkeypatch.setattr(files, "_CHUNK", chunk)
+    cases = _shape_cases()
+    for i, text in enumerate(cases):
+        (tmp_path / f"case-{i:03d}.jsonl").write_bytes(text)
+    lines = files.read_lines(spark, [str(tmp_path)])
+    flagged = lines.groupBy("source").agg(F.max(transforms.needs_line_reader()).alias("odd")).collect()
+    by_lines = {r["source"].rsplit("/", 1)[-1]: r["odd"] for r in flagged}
+    paths = files.local_files(spark, lines)
+    assert paths is not None and len(paths) == len(cases)
+    by_bytes = {p.rsplit("/", 1)[-1]: not files.one_object_per_line(p) for p in paths}
+    # a file with no lines (empty) has nothing to flag; one with a carriage return goes to the line
+    # parser whatever its lines are (it reads them right)
+    expected = {f"case-{i:03d}.jsonl": by_lines.get(f"case-{i:03d}.jsonl", False) or b"\r" in text
+                for i, text in enumerate(cases)}  # fmt: skip
+    assert by_bytes == expected
+    assert 0 < sum(by_bytes.values()) < len(cases)
+
+
+def test_extract_uses_the_json_reader_only_when_no_line_needs_the_line_parser(spark, tmp_path) -> None:
+    from spark_jobs import files, hold_report
+
+    clean, mixed = tmp_path / "clean", tmp_path / "mixed"
+    for d in (clean, mixed):
+        d.mkdir()
+        (d / "a.jsonl").write_text(_good(1) + "\n" + _good(2) + "\n")
+    (mixed / "b.jsonl").write_text(_good(3) + _good(4) + "\n")
+    with gzip.open(tmp_path / "c.jsonl.gz", "wt") as f:
+        f.write(_good(5) + " " + _good(6) + "\n")
+
+    assert hold_report.extract(spark, [str(clean)])[1] is not None
+    assert hold_report.extract(spark, [str(mixed)])[1] is None
+    assert files.local_files(spark, files.read_lines(spark, [str(tmp_path / "c.jsonl.gz")])) is None
+    assert hold_report.extract(spark, [str(clean), str(tmp_path / "c.jsonl.gz")])[1] is None  # the scan finds it
