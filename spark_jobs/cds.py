@@ -113,26 +113,28 @@ def _log(recording: Path) -> Path:
     return recording.with_suffix(".log")
 
 
-def existing() -> Path | None:
-    """This machine's archive, if recorded (and not turned off)."""
+def _archive_path() -> Path | None:
+    """Where this machine's archive is or goes (``None``: off, or no Java or Spark jars found)."""
     if os.environ.get("SPARK_JOBS_CDS", "").lower() in OFF or (key := _key()) is None:
         return None
-    final = _directory() / f"spark-{key}.jsa"
-    return final if final.is_file() else None
+    return _directory() / f"spark-{key}.jsa"
+
+
+def existing() -> Path | None:
+    """This machine's archive, if recorded (and not turned off)."""
+    final = _archive_path()
+    return final if final is not None and final.is_file() else None
 
 
 def archive() -> Archive:
     """Flags that map this machine's archive, or record one if there is none and nobody else is."""
-    if os.environ.get("SPARK_JOBS_CDS", "").lower() in OFF:
+    final = _archive_path()
+    if final is None:
         return Archive()
-    key = _key()
-    if key is None:
-        return Archive()
-    directory = _directory()
-    final = directory / f"spark-{key}.jsa"
     if final.is_file():
         return Archive(USE.format(archive=final), final=final)
-    lock = directory / f"spark-{key}.lock"
+    directory = final.parent
+    lock = final.with_suffix(".lock")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
@@ -141,5 +143,5 @@ def archive() -> Archive:
         lock.touch(exist_ok=False)
     except OSError:  # recorded by another process right now, or no writable cache directory
         return Archive()
-    recording = directory / f"spark-{key}.{os.getpid()}.recording"
+    recording = final.with_suffix(f".{os.getpid()}.recording")
     return Archive(RECORD.format(archive=recording, log=_log(recording)), recording, final, lock)
