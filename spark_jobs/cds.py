@@ -72,12 +72,12 @@ class Archive:
         self.flags = flags
         self._recording, self._final, self._lock = recording, final, lock
 
-    def started(self, proc: subprocess.Popen | None, flags_used: bool) -> None:
-        """Call once the JVM is up. A recording whose flags the session used is kept when this
-        Python process exits (its JVM exits then and writes the archive); otherwise dropped."""
+    def started(self, proc: subprocess.Popen | None) -> None:
+        """Call once the JVM started with these flags is up: a recording is kept when this Python
+        process exits (its JVM exits then and writes the archive), or dropped without a JVM."""
         if self._recording is None:
             return
-        if proc is None or not flags_used:
+        if proc is None:
             self._release()
             return
         atexit.register(self._keep, proc)

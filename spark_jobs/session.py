@@ -41,24 +41,25 @@ def build_session(app_name: str, master: str | None = None, conf: dict[str, str]
     """A session with the jobs' defaults; explicit ``conf`` wins over them, spark-submit's too."""
     existing = SparkConf()
     settings = {k: v for k, v in DEFAULTS.items() if not existing.contains(k)}
-    # JVM flags only reach a JVM this process starts: not spark-submit's, nor an existing gateway
+    # JVM flags only reach a JVM this process starts (not spark-submit's, nor an existing gateway),
+    # and ours only when neither spark-submit's defaults nor ``conf`` set the JVM options
     launching = "PYSPARK_GATEWAY_PORT" not in os.environ and SparkContext._gateway is None
-    archive = cds.archive() if launching else cds.Archive()
-    local = {**LOCAL_DRIVER, JAVA_OPTIONS: f"{LOCAL_DRIVER[JAVA_OPTIONS]} {archive.flags}".strip()}
+    ours = launching and JAVA_OPTIONS not in (conf or {}) and not existing.contains(JAVA_OPTIONS)
+    archive = cds.archive() if ours else cds.Archive()
     if launching:
+        local = {**LOCAL_DRIVER, JAVA_OPTIONS: f"{LOCAL_DRIVER[JAVA_OPTIONS]} {archive.flags}".strip()}
         settings.update({k: v for k, v in local.items() if not existing.contains(k)})
     settings.update(conf or {})
-    flags_used = settings.get(JAVA_OPTIONS) == local[JAVA_OPTIONS] and bool(archive.flags)
     try:
         spark = _builder(app_name, master, existing, settings).getOrCreate()
     except PySparkRuntimeError:
-        if not flags_used:
+        if not archive.flags:
             raise
         archive.discard()  # a JVM that cannot start with the archive (a damaged file): start without
+        archive = cds.Archive()
         settings[JAVA_OPTIONS] = LOCAL_DRIVER[JAVA_OPTIONS]
         spark = _builder(app_name, master, existing, settings).getOrCreate()
-        flags_used = False
-    archive.started(getattr(SparkContext._gateway, "proc", None), flags_used)
+    archive.started(getattr(SparkContext._gateway, "proc", None))
     spark.sparkContext.setLogLevel(os.environ.get("SPARK_JOBS_LOG_LEVEL", "WARN"))
     return spark
 

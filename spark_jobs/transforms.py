@@ -30,7 +30,6 @@ Definitions (documented once, here, and in spark_jobs/README.md):
 
 from __future__ import annotations
 
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
@@ -96,7 +95,8 @@ def needs_line_reader() -> Column:
     but ``{``, then no ``}`` up to the last byte, which is ``}``. Spark's JSON reader skips blank lines, splits
     an array into rows and drops what follows the first object. Flags a brace inside a string or
     a nested object too (rare; the line parser reads those right): one byte search is the cheap
-    test, where ``_second_object``'s three character searches cost twice the read itself."""
+    test, where ``_second_object``'s three character searches cost twice the read itself. Its
+    twin for plain local files, by byte counts over whole files: ``files.one_object_per_line``."""
     return F.expr(
         "NOT startswith(value, '{') OR NOT endswith(value, '}')"
         " OR contains(substring(CAST(value AS BINARY), 1, octet_length(value) - 1), X'7D')"

@@ -88,5 +88,5 @@ def test_one_process_records_at_a_time_and_a_stale_lock_is_taken_over(monkeypatc
     assert "-XX:ArchiveClassesAtExit=" in taken.flags
     assert lock.stat().st_mtime > old
 
-    taken.started(None, flags_used=False)  # the session did not use the flags: nothing is kept
+    taken.started(None)  # no JVM to write a recording: nothing is kept
     assert list(tmp_path.iterdir()) == []
