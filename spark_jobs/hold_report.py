@@ -35,7 +35,7 @@ if __package__ in (None, ""):  # run as a file (spark-submit spark_jobs/hold_rep
 
 from pyspark.sql import DataFrame, SparkSession
 
-from spark_jobs import files, report, schema, transforms
+from spark_jobs import files, report, schema, session, transforms
 from spark_jobs.session import build_session
 
 TABLES = ("by_minute", "by_hour", "group_topic", "rate_vs_pull_time", "slowest_queues", "slowest_clients")
@@ -116,13 +116,16 @@ def load(
         kept = counts.pop(None, 0)
         rejected = sum(counts.values())
         _log(f"{kept + rejected} lines: {kept} events kept, {rejected} rejected {dict(sorted(counts.items()))}")
-        # Only a log with rejects is read a second time, to write them with their file and text.
-        rejects = transforms.rejected_lines(parsed) if rejected else spark.createDataFrame([], schema.REJECT)
+        # Only a log with rejects is read a second time, to write them with their file and text;
+        # otherwise the empty plan (limit 0 reads nothing, and needs no Python worker to start).
+        rejects = transforms.rejected_lines(parsed)
+        rejects = rejects if rejected else rejects.limit(0)
         rejects.write.mode("overwrite").json(files.join(output, "rejects"))
         if events_parquet:
             _log("writing events Parquet")
             events.write.mode("overwrite").partitionBy("date").parquet(files.join(output, "events"))
-        collected = files.write_tables(spark, output, {n: tables[n] for n in TABLES}, PARTITIONED, _log)
+        with session.settings(spark, session.INTERPRETED):
+            collected = files.write_tables(spark, output, {n: tables[n] for n in TABLES}, PARTITIONED, _log)
         columns, rows = collected["group_topic"]
         first = min((r[columns.index("first_ts_ms")] for r in rows), default=None)
         last = max((r[columns.index("last_ts_ms")] for r in rows), default=None)

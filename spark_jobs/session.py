@@ -11,7 +11,9 @@ Settings the jobs rely on, each only a default that ``spark-submit --conf`` over
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 from pyspark import SparkConf, SparkContext
 from pyspark.errors import PySparkRuntimeError
@@ -35,6 +37,28 @@ DEFAULTS = {
 #: (``spark_jobs.cds``) join these JVM options.
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 LOCAL_DRIVER = {"spark.driver.memory": "4g", JAVA_OPTIONS: "-XX:+UseParallelGC"}
+
+
+#: For queries over small inputs only (the summary tables, merged from cells): generating and
+#: compiling code for each of their many short stages costs the driver more CPU than running the
+#: plan interpreted (their heavy part, sketch merges, is library code either way).
+INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+@contextlib.contextmanager
+def settings(spark: SparkSession, values: dict[str, str]) -> Iterator[None]:
+    """Run the body with these runtime SQL settings, then put back what was there before."""
+    before = {key: spark.conf.get(key, None) for key in values}
+    for key, value in values.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def build_session(app_name: str, master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:

@@ -6,7 +6,7 @@ import gzip
 import json
 from collections import Counter
 
-from spark_jobs import generate
+from spark_jobs import generate, schema
 
 MIDNIGHT_MS = 1_715_644_800_000  # 2024-05-14 00:00:00 UTC
 
@@ -72,3 +72,7 @@ def test_events_can_be_kept_as_parquet_by_date(spark, tmp_path) -> None:
     assert events.count() == 300
     assert {str(r["date"]) for r in events.select("date").distinct().collect()} == {"2024-05-13", "2024-05-14"}
     assert set(events.columns) >= {"ts_ms", "arrived_ms", "offset", "next_offset", "max_offset", "overshoot_ms"}
+    # a clean log still gets its rejects output, empty, with the reject columns
+    rejects = spark.read.json(str(out / "rejects"), schema=schema.REJECT)
+    assert rejects.count() == 0
+    assert (out / "rejects" / "_SUCCESS").exists()
