@@ -117,7 +117,8 @@ def load(
         rejected = sum(counts.values())
         _log(f"{kept + rejected} lines: {kept} events kept, {rejected} rejected {dict(sorted(counts.items()))}")
         # Only a log with rejects is read a second time, to write them with their file and text;
-        # otherwise the empty plan (limit 0 reads nothing, and needs no Python worker to start).
+        # otherwise its empty plan (limit 0 reads nothing; a DataFrame of an empty Python list cost
+        # a job of over a second).
         rejects = transforms.rejected_lines(parsed)
         rejects = rejects if rejected else rejects.limit(0)
         rejects.write.mode("overwrite").json(files.join(output, "rejects"))
