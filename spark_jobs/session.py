@@ -64,7 +64,7 @@ def settings(spark: SparkSession, values: dict[str, str]) -> Iterator[None]:
 def build_session(app_name: str, master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
     """A session with the jobs' defaults; explicit ``conf`` wins over them, spark-submit's too."""
     existing = SparkConf()
-    settings = {k: v for k, v in DEFAULTS.items() if not existing.contains(k)}
+    chosen = {k: v for k, v in DEFAULTS.items() if not existing.contains(k)}
     # JVM flags only reach a JVM this process starts (not spark-submit's, nor an existing gateway),
     # and ours only when neither spark-submit's defaults nor ``conf`` set the JVM options
     launching = "PYSPARK_GATEWAY_PORT" not in os.environ and SparkContext._gateway is None
@@ -72,28 +72,28 @@ def build_session(app_name: str, master: str | None = None, conf: dict[str, str]
     archive = cds.archive() if ours else cds.Archive()
     if launching:
         local = {**LOCAL_DRIVER, JAVA_OPTIONS: f"{LOCAL_DRIVER[JAVA_OPTIONS]} {archive.flags}".strip()}
-        settings.update({k: v for k, v in local.items() if not existing.contains(k)})
-    settings.update(conf or {})
+        chosen.update({k: v for k, v in local.items() if not existing.contains(k)})
+    chosen.update(conf or {})
     try:
-        spark = _builder(app_name, master, existing, settings).getOrCreate()
+        spark = _builder(app_name, master, existing, chosen).getOrCreate()
     except PySparkRuntimeError:
         if not archive.flags:
             raise
         archive.discard()  # a JVM that cannot start with the archive (a damaged file): start without
         archive = cds.Archive()
-        settings[JAVA_OPTIONS] = LOCAL_DRIVER[JAVA_OPTIONS]
-        spark = _builder(app_name, master, existing, settings).getOrCreate()
+        chosen[JAVA_OPTIONS] = LOCAL_DRIVER[JAVA_OPTIONS]
+        spark = _builder(app_name, master, existing, chosen).getOrCreate()
     archive.started(getattr(SparkContext._gateway, "proc", None))
     spark.sparkContext.setLogLevel(os.environ.get("SPARK_JOBS_LOG_LEVEL", "WARN"))
     return spark
 
 
-def _builder(app_name: str, master: str | None, existing: SparkConf, settings: dict[str, str]) -> SparkSession.Builder:
+def _builder(app_name: str, master: str | None, existing: SparkConf, chosen: dict[str, str]) -> SparkSession.Builder:
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
     elif not existing.contains("spark.master"):
         builder = builder.master("local[*]")
-    for key, value in settings.items():
+    for key, value in chosen.items():
         builder = builder.config(key, value)
     return builder
