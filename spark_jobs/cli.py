@@ -22,7 +22,7 @@ from .defaults import DEFAULT_SHORT_POLLING_MS, DEFAULT_SKETCH_K, DEFAULT_STATS_
 @click.option("--short-polling-ms", type=int, default=DEFAULT_SHORT_POLLING_MS, show_default=True,
               help="events: the broker's shortPollingTimeMills, for short-mode timeout overshoot")
 @click.option("--sketch-k", type=click.IntRange(8, 65535), default=DEFAULT_SKETCH_K, show_default=True,
-              help="events: KLL sketch size of the percentiles (rank error 0.07% at 4096)")
+              help="events: KLL sketch size of the percentiles (rank error 0.27% at 1024)")
 @click.option("--top", type=int, default=20, show_default=True, help="rows in the slowest queue/client rankings")
 @click.option("--min-pulls", type=int, default=None, help="pulls a queue or client needs to be ranked [20; stats-log 1]")
 @click.option("--events-parquet", is_flag=True, help="events: also write the parsed events as Parquet by date")

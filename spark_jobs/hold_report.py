@@ -184,7 +184,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--short-polling-ms", type=int, default=transforms.DEFAULT_SHORT_POLLING_MS,
                         help="the broker's shortPollingTimeMills, for the overshoot of short-mode timeouts")  # fmt: skip
     parser.add_argument("--sketch-k", type=_sketch_k, default=transforms.DEFAULT_SKETCH_K,
-                        help="KLL sketch size of the percentiles (rank error 0.07%% at 4096; 8..65535)")  # fmt: skip
+                        help="KLL sketch size of the percentiles (rank error 0.27%% at 1024; 8..65535)")  # fmt: skip
     parser.add_argument("--top", type=int, default=20, help="rows in the slowest queue/client rankings")
     parser.add_argument("--min-pulls", type=int, default=20, help="pulls a queue or client needs to be ranked")
     parser.add_argument("--events-parquet", action="store_true", help="also write the parsed events as Parquet")

@@ -7,9 +7,9 @@ handmade DataFrame (tests/spark/test_transforms.py).
 Definitions (documented once, here, and in spark_jobs/README.md):
 
 - Percentiles come from KLL sketches (Spark's ``kll_sketch_*`` functions, Apache DataSketches)
-  of size ``sketch_k`` (default 4096): the value returned for percentile p is one of the values
+  of size ``sketch_k`` (default 1024): the value returned for percentile p is one of the values
   (never interpolated), and with 99% confidence its rank is within ``rank_error(k) * n`` of
-  ``p * n`` among the n values of its group (0.07% at k = 4096: p99 lies in p98.93..p99.07). A
+  ``p * n`` among the n values of its group (0.27% at k = 1024: p99 lies in p98.73..p99.27). A
   group of at most k values is exact: the value of rank ceil(p * n). Sketches are built per cell
   (``cell_stats``) and merged for each window, which keeps the bound; compaction is randomized,
   so above k values a rerun can move a percentile within that bound. ``total_ms`` and

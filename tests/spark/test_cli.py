@@ -10,6 +10,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from spark_jobs import cli
+from spark_jobs.defaults import DEFAULT_SKETCH_K
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "stats.log"
 
@@ -26,7 +27,7 @@ def test_report_passes_its_options_to_the_hold_report_job(monkeypatch) -> None:
     assert result.exit_code == 0, result.output
     assert seen == [["--input", "a/*.jsonl", "--input", "hdfs:///b", "--output", "out", "--top", "20",
                      "--master", "local[2]", "--conf", "spark.executor.memory=2g", "--short-polling-ms", "500",
-                     "--sketch-k", "4096", "--events-parquet"]]  # fmt: skip
+                     "--sketch-k", str(DEFAULT_SKETCH_K), "--events-parquet"]]  # fmt: skip
 
 
 HELP_WITHOUT_SPARK = (

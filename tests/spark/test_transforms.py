@@ -134,7 +134,7 @@ def test_timeout_overshoot_is_against_suspend_in_long_mode_and_short_polling_in_
 
 def test_percentiles_match_numpy_within_the_kll_rank_error(spark) -> None:
     from spark_jobs import transforms
-    from spark_jobs.defaults import rank_error
+    from spark_jobs.defaults import DEFAULT_SKETCH_K, rank_error
 
     rng = np.random.default_rng(20240513)
     values = np.round(rng.lognormal(mean=-1.0, sigma=1.2, size=2000), 3)
@@ -143,7 +143,7 @@ def test_percentiles_match_numpy_within_the_kll_rank_error(spark) -> None:
     enriched = transforms.enrich(events_frame(spark, rows))
     ordered = np.sort(values)
     n = len(values)
-    for k in (50, 4096):
+    for k in (50, DEFAULT_SKETCH_K, 4096):
         (row,) = transforms.window_stats(transforms.cell_stats(enriched, sketch_k=k), "hour").collect()
         assert row["pulls"] == n
         for p, name in ((0.5, "p50"), (0.9, "p90"), (0.99, "p99")):
