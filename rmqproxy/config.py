@@ -41,6 +41,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("brokerListenPort", "broker_listen_port", int, 0, "extra broker-only port (0: none)"),
     Setting("brokerIP1", "broker_ip1", str, "", "address advertised in routes (default: bind address)"),
     Setting("metricsPromExporterPort", "metrics_port", int, 5557, "Prometheus /metrics port (0: off)"),
+    Setting("metricsPromExporterHost", "metrics_host", str, "", "address /metrics listens on (default: bind address)"),
     Setting("metricsExporterType", "metrics_exporter", str, "PROM", "PROM, or DISABLE to measure nothing at all"),
     Setting("storePathRootDir", "store_path", str, "./rmqproxy-data", "store directory"),
     Setting("flushDiskType", "flush_disk_type", str, FLUSH_ASYNC, "ASYNC_FLUSH or SYNC_FLUSH"),
@@ -78,6 +79,7 @@ class Config:
     broker_listen_port: int = 0
     broker_ip1: str = ""
     metrics_port: int = 5557
+    metrics_host: str = ""
     metrics_exporter: str = "PROM"
     store_path: str = "./rmqproxy-data"
     flush_disk_type: str = FLUSH_ASYNC

@@ -179,8 +179,10 @@ class Server:
         for port in ports:
             self.ports.append(self.reactor.listenTCP(port, factory, interface=self.config.bind_address))
         if self.config.metrics_port and self.config.metrics_enabled:
+            # as a 5.x broker: metricsPromExporterHost, when blank the broker's own address
+            host = self.config.metrics_host or self.config.bind_address
             self.ports.append(self.reactor.listenTCP(
-                self.config.metrics_port, Site(MetricsResource(self.registry)), interface=self.config.bind_address
+                self.config.metrics_port, Site(MetricsResource(self.registry)), interface=host
             ))  # fmt: skip
         for interval, fn in ((0.1, self.store.deliver_due), (600.0, self.store.delete_expired),
                              (10.0, self._expire_idle_clients), (0.5, self.hold_log.flush),
@@ -189,7 +191,7 @@ class Server:
             loop.clock = self.reactor
             loop.start(interval, now=False).addErrback(lambda f: log.failure("periodic task failed", f))
             self._loops.append(loop)
-        addresses = ", ".join(f"{self.config.bind_address}:{p.getHost().port}" for p in self.ports)
+        addresses = ", ".join(f"{p.getHost().host}:{p.getHost().port}" for p in self.ports)
         log.info(
             "rmqproxy listening on {addresses} (name server and broker; routes advertise {advertised}), "
             "store {store} ({flush})",

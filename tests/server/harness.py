@@ -29,7 +29,7 @@ class FakeReactor(task.Clock):
         super().__init__()
         self.advance(1_700_000_000.0)  # store timestamps come from this clock
         self.thread_calls: queue.SimpleQueue = queue.SimpleQueue()
-        self.listening: list[int] = []
+        self.listening: list[tuple[str, int]] = []  # (interface, port)
 
     def callFromThread(self, fn, *args, **kwargs) -> None:
         self.thread_calls.put((fn, args, kwargs))
@@ -47,17 +47,18 @@ class FakeReactor(task.Clock):
             return ran
 
     def listenTCP(self, port: int, factory: Any, interface: str = "") -> Any:
-        self.listening.append(port)
+        self.listening.append((interface, port))
         factory.doStart()
-        return _Port(port)
+        return _Port(interface, port)
 
 
 @dataclasses.dataclass
 class _Port:
+    interface: str
     port: int
 
     def getHost(self) -> Any:
-        return IPv4Address("TCP", "127.0.0.1", self.port)
+        return IPv4Address("TCP", self.interface, self.port)
 
     def stopListening(self) -> None:
         pass

@@ -46,6 +46,17 @@ def pull(client: Client, topic: str, offset: int, queue_id: int = 0, group: str 
     return client.send(C.PULL_MESSAGE, **fields)
 
 
+@pytest.mark.parametrize(("metrics_host", "expected"), [("", "10.1.2.3"), ("0.0.0.0", "0.0.0.0")])
+def test_metrics_listen_on_the_bind_address_unless_metrics_prom_exporter_host_is_set(
+    tmp_path, metrics_host: str, expected: str
+) -> None:
+    server, reactor = make_server(tmp_path, bind_address="10.1.2.3", metrics_port=5557, metrics_host=metrics_host)
+    try:
+        assert reactor.listening == [("10.1.2.3", 9876), (expected, 5557)]
+    finally:
+        server.stop()
+
+
 def test_unknown_topic_route_is_topic_not_exist(broker) -> None:
     answer = Client(broker[0]).call(C.GET_ROUTEINFO_BY_TOPIC, topic="Nope")
     assert answer.code == R.TOPIC_NOT_EXIST and answer.remark.startswith("No topic route info in name server")
