@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
+from tests.needs import skip_or_fail
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -25,7 +25,4 @@ def find_session_vectors() -> Path:
     for candidate in candidates:
         if candidate and Path(candidate).is_file():
             return Path(candidate)
-    message = f"recorded session not found (set RMQ_SESSION_VECTORS or put shared/ beside the repo): {candidates}"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
+    skip_or_fail(f"recorded session not found (set RMQ_SESSION_VECTORS or put shared/ beside the repo): {candidates}")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import subprocess
 import time
@@ -26,8 +25,9 @@ import urllib.request
 from pathlib import Path
 from typing import Self
 
-import pytest
 import yaml
+
+from tests.needs import skip_or_fail
 
 from ..interop.server import free_port
 
@@ -40,10 +40,7 @@ def require(tool: str) -> str:
     """Path of ``tool`` (prometheus, promtool); skip without it, or fail under CI."""
     path = shutil.which(tool)
     if path is None:
-        message = f"{tool} not on PATH (Debian: apt-get install prometheus)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+        skip_or_fail(f"{tool} not on PATH (Debian: apt-get install prometheus)")
     return path
 
 

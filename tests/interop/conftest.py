@@ -7,13 +7,14 @@ marked ``interop``.  Without ``mvn`` or ``java`` the tests are skipped, or fail 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .oracle import ORACLE_LINES, Oracle, missing_tools
+from tests.needs import require_java_tools
+
+from .oracle import ORACLE_LINES, Oracle
 
 _HERE = Path(__file__).resolve().parent
 
@@ -23,14 +24,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if _HERE in Path(str(item.path)).resolve().parents:
             item.add_marker(pytest.mark.interop)
 
-
-def _require_tools() -> None:
-    missing = missing_tools()
-    if missing:
-        msg = f"interop oracle needs {' and '.join(missing)} on PATH"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
 
 
 @pytest.fixture(scope="session", params=list(ORACLE_LINES), ids=lambda line: f"rocketmq-{ORACLE_LINES[line]}")
@@ -42,7 +35,7 @@ def oracle_line(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def oracle(oracle_line: str) -> Iterator[Oracle]:
     """A running Java oracle for ``oracle_line`` (built with Maven on first use, then reused)."""
-    _require_tools()
+    require_java_tools("the interop oracle")
     proc = Oracle(oracle_line)
     try:
         yield proc

@@ -31,7 +31,8 @@ from typing import Any
 
 import pytest
 
-from .maven import missing_tools
+from tests.needs import require_java_tools
+
 from .oracle import ORACLE_LINES
 from .scenario_runner import ScenarioProgram, client_log_tail, unique_name
 from .server import ScenarioServer, serve_available, start_target
@@ -39,12 +40,6 @@ from .server import ScenarioServer, serve_available, start_target
 TARGET = os.environ.get("RMQ_SCENARIO_TARGET", "rmqproxy")
 SEND_COUNT = 10000
 SYNC_ASYNC_EACH = SEND_COUNT // 4
-
-
-def _skip_or_fail(msg: str) -> None:
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(msg, pytrace=False)
-    pytest.skip(msg)
 
 
 def _reference_gap(line: str, what: str) -> str | None:
@@ -69,9 +64,7 @@ def scenario_line(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def program(scenario_line: str, tmp_path_factory: pytest.TempPathFactory) -> ScenarioProgram:
     """The scenario program built for the line (Maven on first use, then reused)."""
-    missing = missing_tools()
-    if missing:
-        _skip_or_fail(f"scenarios need {' and '.join(missing)} on PATH")
+    require_java_tools("the scenario program")
     return ScenarioProgram(scenario_line, log_root=tmp_path_factory.mktemp(f"scenarios-{scenario_line}"))
 
 

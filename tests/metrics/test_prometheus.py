@@ -47,10 +47,11 @@ from codec.codes import RequestCode
 from codec.command import RemotingCommand
 from codec.frame import FrameDecoder
 from dashboards import alerts
+from tests.needs import require_java_tools
 
 from ..dashboards.exprs import ALERTS, concrete, dashboards, legend_labels, panel_targets
 from ..dashboards.prometheus import RunningPrometheus, finite
-from ..interop.oracle import build_classpath, missing_tools
+from ..interop.oracle import build_classpath
 from ..interop.server import RunningServer, free_port
 
 pytestmark = pytest.mark.interop
@@ -196,12 +197,7 @@ def no_gaps(gaps: list[str]) -> None:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    missing = missing_tools()
-    if missing:
-        message = f"needs {' and '.join(missing)} on PATH"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+    require_java_tools("the Prometheus end-to-end test")
     workdir = tmp_path_factory.mktemp("prometheus-e2e")
     classpath = build_classpath("4.9")  # before the clock starts: Maven may download on a fresh machine
     metrics_port = free_port()

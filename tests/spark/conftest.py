@@ -14,17 +14,16 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.needs import skip_or_fail
+
 # The class data sharing archive (spark_jobs.cds) stays out of the tests' jobs: no cache written
 # under the home directory, no recording run's extra seconds. tests/spark/test_cds.py turns it on.
 os.environ.setdefault("SPARK_JOBS_CDS", "off")
 
 
 def _require(condition: bool, message: str) -> None:
-    if condition:
-        return
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
+    if not condition:
+        skip_or_fail(message)
 
 
 @pytest.fixture(scope="session")

@@ -5,26 +5,21 @@ then three messages that wake held pulls)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
 import pytest
 
-from tests.interop.oracle import build_classpath, missing_tools
+from tests.interop.oracle import build_classpath
 from tests.interop.server import RunningServer
 from tests.interop.test_hold_latency import PROGRAM
+from tests.needs import require_java_tools
 
 
 @pytest.mark.interop
 def test_hold_report_on_a_log_written_by_rmqproxy_serve_for_the_java_client(spark, tmp_path) -> None:
     from spark_jobs import hold_report
 
-    missing = missing_tools()
-    if missing:
-        message = f"needs {' and '.join(missing)} on PATH"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+    require_java_tools("the hold report on a real log")
     topic = "SparkHoldReport"
     with RunningServer(workdir=tmp_path / "server") as server:
         run = subprocess.run(
