@@ -876,18 +876,3 @@ class MessageStore:
 def _encode_failure(exc: MessageError) -> PutStatus:
     return PutStatus.PROPERTIES_SIZE_EXCEEDED if "properties" in exc.what else PutStatus.MESSAGE_ILLEGAL
 
-
-__all__ = [
-    "Arrival",
-    "CompletionQueue",
-    "FLUSH_ASYNC",
-    "FLUSH_SYNC",
-    "GetResult",
-    "GetStatus",
-    "MessageStore",
-    "PutResult",
-    "PutStatus",
-    "PutTicket",
-    "StoreConfig",
-    "TagFilter",
-]
