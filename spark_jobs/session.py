@@ -61,6 +61,12 @@ def settings(spark: SparkSession, values: dict[str, str]) -> Iterator[None]:
                 spark.conf.set(key, value)
 
 
+def local_master(master: str | None) -> bool:
+    """Whether a session built with ``master`` (else spark-submit's, else ``local[*]``) runs in
+    this process, before it is built."""
+    return (master or SparkConf().get("spark.master", "local[*]")).startswith("local")
+
+
 def build_session(app_name: str, master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
     """A session with the jobs' defaults; explicit ``conf`` wins over them, spark-submit's too."""
     existing = SparkConf()
