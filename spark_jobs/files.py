@@ -13,8 +13,6 @@ import csv
 import datetime as dt
 import io
 import json
-import os
-import threading
 import urllib.parse
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -66,69 +64,6 @@ def all_one_object_per_line(paths: Sequence[str], threads: int) -> bool:
     """``one_object_per_line`` for every file, ``threads`` at a time (numpy drops the GIL)."""
     with ThreadPoolExecutor(max(1, threads)) as pool:
         return all(pool.map(one_object_per_line, paths))
-
-
-#: Names Hadoop would decompress (CompressionCodecFactory picks a codec by extension).
-_CODEC_SUFFIXES = (".gz", ".bz2", ".deflate", ".lz4", ".snappy", ".zst", ".br", ".xz", ".lzo")
-
-
-def plain_local_files(inputs: Sequence[str]) -> list[str] | None:
-    """The files that plain local ``inputs`` name, found without Spark: each a path (or ``file:``
-    URI) of a file, or of a directory holding only files (names starting ``_`` or ``.`` skipped,
-    as Spark skips them). ``None`` for anything else: a glob, another filesystem, a subdirectory,
-    a compressed file. Spark's own listing (``local_files``) is the one that counts."""
-    found = []
-    for item in _paths(inputs):
-        parts = urllib.parse.urlsplit(item)
-        if parts.scheme not in ("", "file") or any(c in item for c in "*?[{\\"):
-            return None
-        path = os.path.abspath(urllib.parse.unquote(parts.path) if parts.scheme else item)
-        if os.path.isfile(path):
-            names = [path]
-        elif os.path.isdir(path):
-            names = [os.path.join(path, n) for n in os.listdir(path) if not n.startswith(("_", "."))]
-            if not all(os.path.isfile(n) for n in names):
-                return None
-        else:
-            return None
-        if any(n.endswith(_CODEC_SUFFIXES) for n in names):
-            return None
-        found += names
-    return found
-
-
-class EarlyCheck:
-    """``one_object_per_line`` over ``plain_local_files(inputs)``, started in background threads
-    before Spark is up: reading the logs then overlaps the JVM's start (on logs the page cache has
-    dropped, most of the check's time is that read). Its answer is used only for exactly the files
-    Spark lists; otherwise, or once answered or closed, the files not yet begun are skipped."""
-
-    def __init__(self, inputs: Sequence[str], threads: int) -> None:
-        self.paths = plain_local_files(inputs)
-        self._stop = threading.Event()
-        pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="early-check")
-        self._checks = [] if self.paths is None else [pool.submit(self._check, p) for p in self.paths]
-        pool.shutdown(wait=False)
-
-    def _check(self, path: str) -> bool | None:
-        return None if self._stop.is_set() else one_object_per_line(path)
-
-    def result_for(self, paths: Sequence[str]) -> bool | None:
-        """The check's answer if it read exactly ``paths`` (else None: check them yourself)."""
-        answer = None
-        if self.paths is not None and sorted(paths) == sorted(self.paths):
-            answer = True
-            for check in self._checks:
-                found = check.result()
-                if not found:  # False, or None: skipped after a close, so not known
-                    answer = found
-                    break
-        self.close()  # after a False answer, or without one, the rest need not be read
-        return answer
-
-    def close(self) -> None:
-        """Skip the files not yet begun (the job ended or no longer needs the answer)."""
-        self._stop.set()
 
 
 _CHUNK = 8 << 20

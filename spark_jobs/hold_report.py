@@ -26,7 +26,6 @@ explicit PullEvent schema, and writes under OUT:
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -47,21 +46,16 @@ def _log(message: str) -> None:
     print(f"[hold_report {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def extract(
-    spark: SparkSession, inputs: list[str], early: files.EarlyCheck | None = None
-) -> tuple[DataFrame, DataFrame | None]:
+def extract(spark: SparkSession, inputs: list[str]) -> tuple[DataFrame, DataFrame | None]:
     """Raw lines with their source file, and the same lines through Spark's JSON reader when it
     reads them as the line parser does (``None`` when some line ``needs_line_reader``). Checks the
     lines first: local plain files by their bytes in this process (``files.one_object_per_line``,
-    several times faster; ``early``'s answer when it checked the same files), others by a scan of
-    the lines. The reader saves more than either costs."""
+    several times faster), others by a scan of the lines. The reader saves more than either costs."""
     lines = files.read_lines(spark, inputs)
     _log("checking line shapes")
     local = files.local_files(spark, lines)
     if local is not None:
-        plain = early.result_for(local) if early is not None else None
-        if plain is None:
-            plain = files.all_one_object_per_line(local, spark.sparkContext.defaultParallelism)
+        plain = files.all_one_object_per_line(local, spark.sparkContext.defaultParallelism)
     else:
         plain = lines.where(transforms.needs_line_reader()).isEmpty()
     if not plain:
@@ -161,11 +155,11 @@ def load(
 def run(
     spark: SparkSession, inputs: list[str], output: str, *,
     short_polling_ms: int = transforms.DEFAULT_SHORT_POLLING_MS, sketch_k: int = transforms.DEFAULT_SKETCH_K,
-    top: int = 20, min_pulls: int = 20, events_parquet: bool = False, early: files.EarlyCheck | None = None,
+    top: int = 20, min_pulls: int = 20, events_parquet: bool = False,
 ) -> dict:  # fmt: skip
     """Extract, transform, load; returns the summary."""
     parsed, events, cells = transform(
-        *extract(spark, inputs, early), short_polling_ms=short_polling_ms, sketch_k=sketch_k, with_date=events_parquet
+        *extract(spark, inputs), short_polling_ms=short_polling_ms, sketch_k=sketch_k, with_date=events_parquet
     )
     options = {"inputs": list(inputs), "short_polling_ms": short_polling_ms, "sketch_k": sketch_k, "top": top,
                "min_pulls": min_pulls}  # fmt: skip
@@ -190,7 +184,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--short-polling-ms", type=int, default=transforms.DEFAULT_SHORT_POLLING_MS,
                         help="the broker's shortPollingTimeMills, for the overshoot of short-mode timeouts")  # fmt: skip
     parser.add_argument("--sketch-k", type=_sketch_k, default=transforms.DEFAULT_SKETCH_K,
-                        help="KLL sketch size for percentiles (rank error 0.27%% at 1024; 8..65535)")  # fmt: skip
+                        help="KLL sketch size of the percentiles (rank error 0.27%% at 1024; 8..65535)")  # fmt: skip
     parser.add_argument("--top", type=int, default=20, help="rows in the slowest queue/client rankings")
     parser.add_argument("--min-pulls", type=int, default=20, help="pulls a queue or client needs to be ranked")
     parser.add_argument("--events-parquet", action="store_true", help="also write the parsed events as Parquet")
@@ -201,17 +195,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     conf = dict(item.split("=", 1) for item in args.conf)
-    # reads local logs while the JVM starts (on a cluster the executors read them instead)
-    early = files.EarlyCheck(args.input, os.cpu_count() or 1) if session.local_master(args.master) else None
     spark = build_session("rmqproxy-hold-report", args.master, conf)
     try:
         run(
             spark, args.input, args.output, short_polling_ms=args.short_polling_ms, sketch_k=args.sketch_k,
-            top=args.top, min_pulls=args.min_pulls, events_parquet=args.events_parquet, early=early,
+            top=args.top, min_pulls=args.min_pulls, events_parquet=args.events_parquet,
         )  # fmt: skip
     finally:
-        if early is not None:
-            early.close()
         spark.stop()
     return 0
 

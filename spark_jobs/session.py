@@ -61,15 +61,6 @@ def settings(spark: SparkSession, values: dict[str, str]) -> Iterator[None]:
                 spark.conf.set(key, value)
 
 
-def local_master(master: str | None) -> bool:
-    """Whether a session that ``build_session`` makes with ``master`` will run its executors in
-    this process, known before it is built: false under spark-submit without ``master`` (its
-    master is in a JVM this process has not yet connected to)."""
-    if master:
-        return master.startswith("local")
-    return "PYSPARK_GATEWAY_PORT" not in os.environ and SparkConf().get("spark.master", "local[*]").startswith("local")
-
-
 def build_session(app_name: str, master: str | None = None, conf: dict[str, str] | None = None) -> SparkSession:
     """A session with the jobs' defaults; explicit ``conf`` wins over them, spark-submit's too."""
     existing = SparkConf()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import threading
 
 import pytest
 
@@ -239,61 +238,3 @@ def test_extract_uses_the_json_reader_only_when_no_line_needs_the_line_parser(sp
     assert hold_report.extract(spark, [str(mixed)])[1] is None
     assert files.local_files(spark, files.read_lines(spark, [str(tmp_path / "c.jsonl.gz")])) is None
     assert hold_report.extract(spark, [str(clean), str(tmp_path / "c.jsonl.gz")])[1] is None  # the scan finds it
-
-
-def test_plain_local_files_lists_what_spark_lists_or_gives_up(tmp_path) -> None:
-    from spark_jobs import files
-
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    for name in ("pulls-1.jsonl", "pulls-2.jsonl", "_SUCCESS", ".pulls-1.jsonl.crc"):
-        (logs / name).write_text("{}\n")
-    expected = sorted(str(logs / n) for n in ("pulls-1.jsonl", "pulls-2.jsonl"))
-    assert sorted(files.plain_local_files([str(logs)])) == expected
-    assert files.plain_local_files([f"file://{logs}/pulls-1.jsonl"]) == [str(logs / "pulls-1.jsonl")]
-    assert files.plain_local_files([str(logs / "pulls-1.jsonl"), str(logs / "pulls-2.jsonl")]) == expected
-    (tmp_path / "c.jsonl.gz").write_bytes(b"")
-    (tmp_path / "nested").mkdir()
-    (tmp_path / "nested" / "sub").mkdir()
-    for odd in (f"{logs}/*.jsonl", "hdfs:///rmq/logs", str(tmp_path / "c.jsonl.gz"), str(tmp_path / "nested"),
-                str(tmp_path / "missing")):  # fmt: skip
-        assert files.plain_local_files([str(logs), odd]) is None, odd
-
-
-def test_extract_takes_the_early_checks_answer_only_for_the_files_spark_lists(spark, tmp_path, monkeypatch) -> None:
-    from spark_jobs import files, hold_report
-
-    clean, mixed = tmp_path / "clean", tmp_path / "mixed"
-    for d in (clean, mixed):
-        d.mkdir()
-        (d / "a.jsonl").write_text(_good(1) + "\n")
-    (mixed / "b.jsonl").write_text(_good(3) + _good(4) + "\n")
-    assert files.EarlyCheck([str(clean)], 2).result_for(files.plain_local_files([str(clean)])) is True
-    assert files.EarlyCheck([str(mixed)], 2).result_for(files.plain_local_files([str(mixed)])) is False
-    assert files.EarlyCheck([str(clean)], 2).result_for([str(mixed / "a.jsonl")]) is None
-    assert files.EarlyCheck(["hdfs:///rmq/logs"], 2).result_for([str(clean / "a.jsonl")]) is None
-
-    gate = threading.Event()
-
-    def held(path: str) -> bool:
-        gate.wait(10)
-        return True
-
-    monkeypatch.setattr(files, "one_object_per_line", held)
-    closed = files.EarlyCheck([str(mixed)], 1)  # one thread: the files after the first wait their turn
-    closed.close()
-    gate.set()
-    assert closed.result_for(closed.paths) is None  # skipped files are not taken as checked
-    monkeypatch.undo()
-
-    early_clean, early_mixed = files.EarlyCheck([str(clean)], 2), files.EarlyCheck([str(mixed)], 2)
-
-    def no_second_check(*_args):
-        raise AssertionError("checked the files again")
-
-    monkeypatch.setattr(files, "all_one_object_per_line", no_second_check)
-    assert hold_report.extract(spark, [str(clean)], early_clean)[1] is not None
-    assert hold_report.extract(spark, [str(mixed)], early_mixed)[1] is None
-    monkeypatch.undo()
-    # another set of files than the early check read: checked again, and the answer is for them
-    assert hold_report.extract(spark, [str(mixed)], early_clean)[1] is None

@@ -22,14 +22,3 @@ def test_settings_apply_inside_the_block_and_are_put_back_after(spark) -> None:
     assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"
     # a setting that was not set before is unset again (its default shows)
     assert spark.conf.get("spark.sql.codegen.factoryMode") == "FALLBACK"
-
-
-def test_local_master_is_known_before_the_session_only_when_it_can_be(monkeypatch) -> None:
-    from spark_jobs import session
-
-    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
-    assert session.local_master("local[2]") and session.local_master("local-cluster[2,1,1024]")
-    assert not session.local_master("spark://host:7077") and not session.local_master("yarn")
-    assert session.local_master(None)  # build_session's default, local[*]
-    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")  # under spark-submit: its master is not known yet
-    assert not session.local_master(None) and session.local_master("local[2]")
