@@ -25,7 +25,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.interop)
 
 
-
 @pytest.fixture(scope="session", params=list(ORACLE_LINES), ids=lambda line: f"rocketmq-{ORACLE_LINES[line]}")
 def oracle_line(request: pytest.FixtureRequest) -> str:
     """The client line under test: "4.9" or "5"."""
