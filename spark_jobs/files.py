@@ -24,6 +24,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 
+#: Summary tables computed at once (``write_tables``).
+TABLE_WORKERS = 3
+
+
 def _paths(inputs: Sequence[str]) -> list[str]:
     if not inputs:
         raise ValueError("no input given")
@@ -181,20 +185,26 @@ def write_tables(
     spark: SparkSession, output: str, tables: dict[str, DataFrame], partitioned: Sequence[str], log=None
 ) -> dict[str, tuple[list[str], list[tuple]]]:
     """Write each (small) summary table as Parquet (``partitioned`` ones by ``date``) and as one
-    CSV file ``csv/<name>.csv``; returns their collected (columns, rows) for the report.
+    CSV file ``csv/<name>.csv``; returns their collected (columns, rows) for the report, in the
+    order given.
 
-    Tables stay cached (a later table may be built on an earlier one, as the arrival-rate table is
-    on the minute table): the caller clears the cache when done."""
-    collected: dict[str, tuple[list[str], list[tuple]]] = {}
-    for name, df in tables.items():
+    Tables are computed in parallel: each is a few short jobs whose planning and scheduling run
+    in the driver while the executors idle, so concurrent tables fill those gaps. They stay cached
+    (a later table may be built on an earlier one, as the arrival-rate table is on the minute
+    table: Spark makes a concurrent reader of a cached block wait for it rather than compute it
+    twice); the caller clears the cache when done."""
+
+    def one(name: str) -> tuple[list[str], list[tuple]]:
         if log is not None:
             log(f"computing {name}")
-        table = df.cache()
+        table = tables[name].cache()
         writer = table.write.mode("overwrite")
         if name in partitioned:
             writer = writer.partitionBy("date")
         writer.parquet(join(output, name))
         rows = [tuple(r) for r in table.collect()]
-        collected[name] = (table.columns, rows)
         write_bytes(spark, join(output, "csv", f"{name}.csv"), to_csv(table.columns, rows))
-    return collected
+        return table.columns, rows
+
+    with ThreadPoolExecutor(TABLE_WORKERS) as pool:
+        return dict(zip(tables, pool.map(one, tables), strict=True))
