@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from machine import machine
 
-from spark_jobs import cds, generate
+from spark_jobs import cds, files, generate
 
 TARGET_10M_S = 60.0
 
@@ -84,11 +84,12 @@ def run_job(events_dir: Path, out_dir: Path, master: str) -> dict:
 
 
 def _phases(log: str) -> dict[str, int]:
-    """Seconds between the job's progress lines ("[hold_report HH:MM:SS] computing by_minute")."""
+    """Seconds between the job's progress lines ("[hold_report HH:MM:SS] writing report.html"),
+    the tables as one phase (they are computed together; a line per table done is no phase end)."""
     marks = []
     for line in log.splitlines():
         match = re.match(r"\[hold_report (\d\d):(\d\d):(\d\d)\] ([^:]+?)(?::| in |$)", line)
-        if match:
+        if match and not match[4].startswith(files.TABLE_DONE + " "):
             h, m, s, what = match.groups()
             marks.append((int(h) * 3600 + int(m) * 60 + int(s), what))
     return {what: (end - start) % 86400 for (start, what), (end, _) in itertools.pairwise(marks)}

@@ -13,9 +13,10 @@ import csv
 import datetime as dt
 import io
 import json
+import time
 import urllib.parse
-from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
@@ -24,8 +25,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 
-#: Summary tables computed at once (``write_tables``).
+#: Summary tables computed at once (``write_tables``), and how its log line for each done one starts.
 TABLE_WORKERS = 3
+TABLE_DONE = "table"
 
 
 def _paths(inputs: Sequence[str]) -> list[str]:
@@ -65,9 +67,22 @@ def local_files(spark: SparkSession, lines: DataFrame) -> list[str] | None:
 
 
 def all_one_object_per_line(paths: Sequence[str], threads: int) -> bool:
-    """``one_object_per_line`` for every file, ``threads`` at a time (numpy drops the GIL)."""
-    with ThreadPoolExecutor(max(1, threads)) as pool:
+    """``one_object_per_line`` for every file, ``threads`` at a time (numpy drops the GIL); the
+    first file that fails ends it (files not yet started are not read)."""
+    pool = ThreadPoolExecutor(max(1, threads))
+    try:
         return all(pool.map(one_object_per_line, paths))
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
+def check_in_background(paths: Sequence[str], threads: int) -> Future[bool]:
+    """``all_one_object_per_line`` started in a background thread; its answer comes as a Future."""
+    starter = ThreadPoolExecutor(1, thread_name_prefix="line-shapes")
+    try:
+        return starter.submit(all_one_object_per_line, list(paths), threads)
+    finally:
+        starter.shutdown(wait=False)
 
 
 _CHUNK = 8 << 20
@@ -138,6 +153,29 @@ def write_report(spark: SparkSession, output: str, html: str, summary: dict) -> 
     return page
 
 
+def publish(
+    spark: SparkSession,
+    output: str,
+    summary: dict,
+    collected: dict[str, tuple[list[str], list[tuple]]],
+    render: Callable[[dict, dict[str, tuple[list[str], list[tuple]]]], str],
+    started: float,
+    log: Callable[[str], None],
+) -> dict:
+    """End a job: complete its ``summary`` with each table's row count and the seconds since
+    ``started`` (monotonic), write ``render(summary, collected)`` as report.html and the summary as
+    summary.json; returns the summary written."""
+    summary = {
+        **summary,
+        "tables": {name: len(rows) for name, (_, rows) in collected.items()},
+        "seconds": round(time.monotonic() - started, 3),
+    }
+    log("writing report.html")
+    page = write_report(spark, output, render(summary, collected), summary)
+    log(f"done in {summary['seconds']} s: {page}")
+    return summary
+
+
 def read_bytes(spark: SparkSession, uri: str) -> bytes:
     path, fs = _path(spark, uri)
     stream = fs.open(path)
@@ -182,29 +220,34 @@ def join(base: str, *parts: str) -> str:
 
 
 def write_tables(
-    spark: SparkSession, output: str, tables: dict[str, DataFrame], partitioned: Sequence[str], log=None
+    spark: SparkSession,
+    output: str,
+    tables: dict[str, DataFrame],
+    partitioned: Sequence[str],
+    log: Callable[[str], None],
 ) -> dict[str, tuple[list[str], list[tuple]]]:
     """Write each (small) summary table as Parquet (``partitioned`` ones by ``date``) and as one
     CSV file ``csv/<name>.csv``; returns their collected (columns, rows) for the report, in the
     order given.
 
-    Tables are computed in parallel: each is a few short jobs whose planning and scheduling run
-    in the driver while the executors idle, so concurrent tables fill those gaps. They stay cached
-    (a later table may be built on an earlier one, as the arrival-rate table is on the minute
-    table: Spark makes a concurrent reader of a cached block wait for it rather than compute it
-    twice); the caller clears the cache when done."""
+    Tables are computed ``TABLE_WORKERS`` at a time, in the order given: each is a few short jobs
+    whose planning and scheduling run in the driver while the executors idle, and concurrent
+    tables fill those gaps (10M events: ~1-2 s of 8-12). All are marked cached before any runs,
+    so a table built on another (the arrival-rate table on the minute table) reads its cached
+    rows, waiting for them if they are being computed; the caller clears the cache."""
+    cached = {name: df.cache() for name, df in tables.items()}
 
     def one(name: str) -> tuple[list[str], list[tuple]]:
-        if log is not None:
-            log(f"computing {name}")
-        table = tables[name].cache()
+        table = cached[name]
         writer = table.write.mode("overwrite")
         if name in partitioned:
             writer = writer.partitionBy("date")
         writer.parquet(join(output, name))
         rows = [tuple(r) for r in table.collect()]
         write_bytes(spark, join(output, "csv", f"{name}.csv"), to_csv(table.columns, rows))
+        log(f"{TABLE_DONE} {name} written ({len(rows)} rows)")
         return table.columns, rows
 
+    log(f"computing {len(tables)} tables, {TABLE_WORKERS} at a time: {', '.join(tables)}")
     with ThreadPoolExecutor(TABLE_WORKERS) as pool:
         return dict(zip(tables, pool.map(one, tables), strict=True))

@@ -28,7 +28,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any, NamedTuple
 
 if __package__ in (None, ""):  # run as a file (spark-submit spark_jobs/hold_report.py)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -46,22 +48,30 @@ def _log(message: str) -> None:
     print(f"[hold_report {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def extract(spark: SparkSession, inputs: list[str]) -> tuple[DataFrame, DataFrame | None]:
-    """Raw lines with their source file, and the same lines through Spark's JSON reader when it
-    reads them as the line parser does (``None`` when some line ``needs_line_reader``). Checks the
-    lines first: local plain files by their bytes in this process (``files.one_object_per_line``,
-    several times faster), others by a scan of the lines. The reader saves more than either costs."""
+class Source(NamedTuple):
+    """The input: its raw lines with their source file, the same files through Spark's JSON
+    reader, and whether that reader may stand for the line parser (no line
+    ``needs_line_reader``), which may still be being checked."""
+
+    lines: DataFrame
+    records: DataFrame
+    plain: Future[bool]
+
+
+def extract(spark: SparkSession, inputs: list[str]) -> Source:
+    """The input, with its line check under way: local plain files are checked by their bytes in
+    background threads (``files.one_object_per_line``, several times faster than Spark), so the
+    check and its reads overlap the pass (``scan``); other inputs by a scan of the lines, first."""
     lines = files.read_lines(spark, inputs)
+    records = files.read_records(spark, inputs, schema.PULL_EVENT_READ, transforms.JSON_OPTIONS)
     _log("checking line shapes")
     local = files.local_files(spark, lines)
     if local is not None:
-        plain = files.all_one_object_per_line(local, spark.sparkContext.defaultParallelism)
+        plain = files.check_in_background(local, spark.sparkContext.defaultParallelism)
     else:
-        plain = lines.where(transforms.needs_line_reader()).isEmpty()
-    if not plain:
-        _log("some lines are not one JSON object each: parsing every line as text")
-        return lines, None
-    return lines, files.read_records(spark, inputs, schema.PULL_EVENT_READ, transforms.JSON_OPTIONS)
+        plain = Future()
+        plain.set_result(lines.where(transforms.needs_line_reader()).isEmpty())
+    return Source(lines, records, plain)
 
 
 def transform(
@@ -95,6 +105,28 @@ def summaries(cells: DataFrame, *, top: int = 20, min_pulls: int = 20) -> dict[s
     }
 
 
+def scan(
+    spark: SparkSession, source: Source, **options: Any
+) -> tuple[DataFrame, DataFrame, DataFrame]:  # fmt: skip
+    """The one pass over the input: ``transform``'s (parsed lines, events, cells), the cells
+    computed. Through the JSON reader while the line check runs (``session.speculate``); if the
+    check fails, that pass is cancelled and the lines are parsed as text instead."""
+    _log("reading and parsing input")
+    parsed, events, cells = transform(source.lines, source.records, **options)
+    done = session.speculate(spark, lambda: _computed(cells), source.plain)
+    if done is None:
+        _log("some lines are not one JSON object each: parsing every line as text")
+        parsed, events, cells = transform(source.lines, None, **options)
+        done = _computed(cells)
+    return parsed, events, done
+
+
+def _computed(cells: DataFrame) -> DataFrame:
+    """The cells computed once and cut from the input's lineage: every table reads these rows,
+    and a cached plan is not always recognised inside a join (the rate table's would rescan)."""
+    return cells.localCheckpoint(eager=True)
+
+
 def load(
     spark: SparkSession,
     output: str,
@@ -103,14 +135,12 @@ def load(
     cells: DataFrame,
     options: dict,
     events_parquet: bool = False,
+    started: float | None = None,
 ) -> dict:
-    """Run the plan and write everything under ``output``; returns the summary written."""
-    started = time.monotonic()
+    """Write everything under ``output`` from the computed ``cells`` (``scan``); returns the
+    summary written, whose ``seconds`` count from ``started`` (monotonic; default now)."""
+    started = time.monotonic() if started is None else started
     try:
-        _log("reading and parsing input")
-        # Materialized once and cut from the input's lineage: every table reads these rows, and a
-        # cached plan is not always recognised inside a join (the rate table's would rescan).
-        cells = cells.localCheckpoint(eager=True)
         tables = summaries(cells, top=options["top"], min_pulls=options["min_pulls"])
         counts = {row["reason"]: row["count"] for row in transforms.reject_counts(cells).collect()}
         kept = counts.pop(None, 0)
@@ -140,14 +170,8 @@ def load(
             "first_ts_ms": first,
             "last_ts_ms": last,
             "options": {k: v for k, v in options.items() if k != "inputs"},
-            "tables": {name: len(collected[name][1]) for name in TABLES},
-            "seconds": round(time.monotonic() - started, 3),
         }
-        _log("writing report.html")
-        html = report.render_hold_report(summary, {n: report.Table(*collected[n]) for n in TABLES})
-        page = files.write_report(spark, output, html, summary)
-        _log(f"done in {summary['seconds']} s: {page}")
-        return summary
+        return files.publish(spark, output, summary, collected, report.render_hold_report, started, _log)
     finally:
         spark.catalog.clearCache()
 
@@ -157,13 +181,15 @@ def run(
     short_polling_ms: int = transforms.DEFAULT_SHORT_POLLING_MS, sketch_k: int = transforms.DEFAULT_SKETCH_K,
     top: int = 20, min_pulls: int = 20, events_parquet: bool = False,
 ) -> dict:  # fmt: skip
-    """Extract, transform, load; returns the summary."""
-    parsed, events, cells = transform(
-        *extract(spark, inputs), short_polling_ms=short_polling_ms, sketch_k=sketch_k, with_date=events_parquet
+    """Extract, scan (transform and compute), load; returns the summary."""
+    source = extract(spark, inputs)
+    started = time.monotonic()
+    parsed, events, cells = scan(
+        spark, source, short_polling_ms=short_polling_ms, sketch_k=sketch_k, with_date=events_parquet
     )
     options = {"inputs": list(inputs), "short_polling_ms": short_polling_ms, "sketch_k": sketch_k, "top": top,
                "min_pulls": min_pulls}  # fmt: skip
-    return load(spark, output, parsed, events, cells, options, events_parquet)
+    return load(spark, output, parsed, events, cells, options, events_parquet, started)
 
 
 def _sketch_k(text: str) -> int:

@@ -15,7 +15,7 @@ import html
 import io
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import matplotlib
@@ -41,6 +41,11 @@ class Table(NamedTuple):
 
     def dicts(self) -> list[dict]:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+
+def _tables(collected: Mapping[str, tuple[list[str], list[tuple]]]) -> defaultdict[str, Table]:
+    """A job's collected (columns, rows) by table name as Tables; an absent one is empty."""
+    return defaultdict(_no_table, {name: Table(*table) for name, table in collected.items()})
 
 
 def _png(fig) -> str:
@@ -331,9 +336,9 @@ def _opening(
     return cards, [] if group_topic.rows else [nothing]
 
 
-def render_hold_report(summary: dict, tables: dict[str, Table]) -> str:
-    """The hold_report page."""
-    tables = defaultdict(_no_table, tables)
+def render_hold_report(summary: dict, tables: Mapping[str, tuple[list[str], list[tuple]]]) -> str:
+    """The hold_report page, from its tables' (columns, rows) by name."""
+    tables = _tables(tables)
     gt, minute, rates = tables["group_topic"], tables["by_minute"], tables["rate_vs_pull_time"]
     cards, sections = _opening(summary, gt, ("events", summary.get("events", 0)),
                                "<h2>No events</h2><p>The input held no valid pull events.</p>")  # fmt: skip
@@ -373,9 +378,9 @@ STATS_DEFINITIONS = [
 ]  # fmt: skip
 
 
-def render_stats_report(summary: dict, tables: dict[str, Table]) -> str:
+def render_stats_report(summary: dict, tables: Mapping[str, tuple[list[str], list[tuple]]]) -> str:
     """The stats_log page: the same layout with what a stats.log has."""
-    tables = defaultdict(_no_table, tables)
+    tables = _tables(tables)
     gt, minute, rates = tables["group_topic"], tables["by_minute"], tables["rate_vs_pull_time"]
     nothing = "<h2>No pull statistics</h2><p>The input held no GROUP_GET_* minute lines.</p>"
     cards, sections = _opening(summary, gt, ("stats lines used", summary.get("lines_used", 0)), nothing)

@@ -12,14 +12,21 @@ Settings the jobs rely on, each only a default that ``spark-submit --conf`` over
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from typing import TypeVar
 
 from pyspark import SparkConf, SparkContext
 from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
 
 from spark_jobs import cds
+
+T = TypeVar("T")
+_tags = itertools.count(1)
 
 DEFAULTS = {
     "spark.sql.session.timeZone": "UTC",
@@ -97,3 +104,33 @@ def _builder(app_name: str, master: str | None, existing: SparkConf, chosen: dic
     for key, value in chosen.items():
         builder = builder.config(key, value)
     return builder
+
+
+def speculate(spark: SparkSession, action: Callable[[], T], keep: Future[bool]) -> T | None:
+    """Run ``action`` (Spark jobs, from this thread) while ``keep`` is being decided; its result,
+    or None once ``keep`` comes out False, which cancels the action's jobs at once. For work that
+    is only valid if a check holds and that need not wait for it: the check's time overlaps the
+    work instead of preceding it. An exception of ``keep`` is raised."""
+    sc = spark.sparkContext
+    tag = f"rmqproxy-speculative-{os.getpid()}-{next(_tags)}"
+    vetoed = threading.Event()
+    result = None
+
+    def decided(check: Future[bool]) -> None:
+        if check.exception() is not None or not check.result():
+            vetoed.set()
+            sc.cancelJobsWithTag(tag)
+
+    sc.addJobTag(tag)
+    try:
+        keep.add_done_callback(decided)
+        if not vetoed.is_set():
+            try:
+                result = action()
+            except Exception:
+                if not vetoed.is_set():
+                    raise
+    finally:
+        sc.removeJobTag(tag)
+    return result if keep.result() else None
+

@@ -340,13 +340,8 @@ def load(spark: SparkSession, output: str, parsed: DataFrame, tables: dict[str, 
             "first_ts_ms": int(min(windows).timestamp() * 1000) if windows else None,
             "last_ts_ms": int(max(windows).timestamp() * 1000) + 60_000 if windows else None,
             "options": {k: v for k, v in options.items() if k != "inputs"},
-            "tables": {name: len(collected[name][1]) for name in TABLES},
-            "seconds": round(time.monotonic() - started, 3),
         }
-        html = report.render_stats_report(summary, {n: report.Table(*collected[n]) for n in TABLES})
-        page = files.write_report(spark, output, html, summary)
-        _log(f"done in {summary['seconds']} s: {page}")
-        return summary
+        return files.publish(spark, output, summary, collected, report.render_stats_report, started, _log)
     finally:
         spark.catalog.clearCache()
 

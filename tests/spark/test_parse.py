@@ -234,7 +234,7 @@ def test_extract_uses_the_json_reader_only_when_no_line_needs_the_line_parser(sp
     with gzip.open(tmp_path / "c.jsonl.gz", "wt") as f:
         f.write(_good(5) + " " + _good(6) + "\n")
 
-    assert hold_report.extract(spark, [str(clean)])[1] is not None
-    assert hold_report.extract(spark, [str(mixed)])[1] is None
+    assert hold_report.extract(spark, [str(clean)]).plain.result() is True
+    assert hold_report.extract(spark, [str(mixed)]).plain.result() is False
     assert files.local_files(spark, files.read_lines(spark, [str(tmp_path / "c.jsonl.gz")])) is None
-    assert hold_report.extract(spark, [str(clean), str(tmp_path / "c.jsonl.gz")])[1] is None  # the scan finds it
+    assert hold_report.extract(spark, [str(clean), str(tmp_path / "c.jsonl.gz")]).plain.result() is False  # a scan
