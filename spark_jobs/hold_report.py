@@ -134,12 +134,11 @@ def load(
     events: DataFrame,
     cells: DataFrame,
     options: dict,
-    events_parquet: bool = False,
-    started: float | None = None,
+    events_parquet: bool,
+    started: float,
 ) -> dict:
     """Write everything under ``output`` from the computed ``cells`` (``scan``); returns the
-    summary written, whose ``seconds`` count from ``started`` (monotonic; default now)."""
-    started = time.monotonic() if started is None else started
+    summary written, whose ``seconds`` count from ``started`` (monotonic)."""
     try:
         tables = summaries(cells, top=options["top"], min_pulls=options["min_pulls"])
         counts = {row["reason"]: row["count"] for row in transforms.reject_counts(cells).collect()}

@@ -133,4 +133,3 @@ def speculate(spark: SparkSession, action: Callable[[], T], keep: Future[bool]) 
     finally:
         sc.removeJobTag(tag)
     return result if keep.result() else None
-
