@@ -60,6 +60,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("messageDelayLevel", "message_delay_level", str, DEFAULT_LEVELS, "delay of levels 1..n"),
     Setting("fileReservedTime", "file_reserved_time_hours", float, 72.0, "hours commit-log segments are kept"),
     Setting("mappedFileSizeCommitLog", "commit_log_segment_size", int, 1 << 30, "commit-log segment bytes"),
+    Setting("accessMessageInMemoryMaxRatio", "access_message_in_memory_max_ratio", int, 40,
+            "percent of RAM whose newest messages count as cached (transfer limits, new-group offsets)"),
     Setting("pullLogPath", "pull_log_path", str, "", "pull/hold event log dir (default: <store>/logs)"),
     Setting("pullLogMode", "pull_log_mode", str, "all", "all, held or off"),
     Setting("clientStatsIntervalSeconds", "client_stats_interval_s", int, 60, "consumer running-info poll"),
@@ -98,6 +100,7 @@ class Config:
     message_delay_level: str = DEFAULT_LEVELS
     file_reserved_time_hours: float = 72.0
     commit_log_segment_size: int = 1 << 30
+    access_message_in_memory_max_ratio: int = 40
     pull_log_path: str = ""
     pull_log_mode: str = "all"
     client_stats_interval_s: int = 60
@@ -116,6 +119,8 @@ class Config:
                 f"lockReleaseOnDisconnect must be safe or immediate, not {self.lock_release_on_disconnect!r}"
             )
         parse_levels(self.message_delay_level)
+        if not 0 <= self.access_message_in_memory_max_ratio <= 100:
+            raise ValueError("accessMessageInMemoryMaxRatio must be a percentage (0-100)")
         for name in ("listen_port", "broker_listen_port", "metrics_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise ValueError(f"{_BY_FIELD[name].key} must be a port number")
@@ -148,6 +153,16 @@ def convert(setting: Setting, text: str) -> Any:
         return setting.type(text.strip())
     except ValueError:
         raise ValueError(f"{setting.key}={text!r} is not a valid {setting.type.__name__}") from None
+
+
+def java_text(value: Any) -> str:
+    """A setting's value as a Java broker prints it (``MixAll.properties2String``): booleans
+    ``true``/``false``, and whole numbers without a decimal point (``fileReservedTime=72``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def parse_properties(text: str) -> dict[str, str]:

@@ -81,6 +81,7 @@ class Server:
             StoreConfig(
                 flush_disk_type=config.flush_disk_type,
                 mapped_file_size_commit_log=config.commit_log_segment_size,
+                access_message_in_memory_max_ratio=config.access_message_in_memory_max_ratio,
                 max_message_size=config.max_message_size,
                 file_reserved_time_hours=config.file_reserved_time_hours,
                 message_delay_level=config.message_delay_level,
@@ -105,10 +106,9 @@ class Server:
         names = NameServer(config, self.topics)
         send = SendProcessor(config, self.store, self.topics, on_put=hooks.on_put)
         self.hold_log = HoldLog(config.pull_log_dir, config.pull_log_mode)
-        self._pulled: dict[tuple[str, str, int], int] = {}  # (group, topic, queue) → next offset pulled
         self.pulls = PullProcessor(
             config, self.store, self.topics, self.clients, self.holds, reactor,
-            listeners=[self.hold_log, hooks.on_pull, self._track_pulled],
+            listeners=[self.hold_log, hooks.on_pull],
         )  # fmt: skip
         self.consumers = ConsumerProcessor(self.store, self.topics, self.clients, reactor)
         self.locks = LockManager(
@@ -209,19 +209,15 @@ class Server:
         self.locks.connection_closed(conn)
         self.consumers.connection_closed(conn)
 
-    def _track_pulled(self, event) -> None:
-        if event.msgs:
-            self._pulled[(event.group, event.topic, event.queue_id)] = event.next_offset
-
     def _lag(self):
-        """(topic, group, lag, in flight) per consumed topic, from committed offsets (scrape time)."""
+        """(topic, group, lag, in flight) per consumed topic, from committed and pulled offsets
+        (scrape time); a negative commit counts as none, as in consume stats."""
         totals: dict[tuple[str, str], list[int]] = {}
-        for (group, topic, queue_id), committed in self.store.offsets.table().items():
-            high = self.store.max_offset(topic, queue_id)
-            pulled = self._pulled.get((group, topic, queue_id), committed)
+        for group, topic, queue_id in self.store.offsets.table():
+            committed, pulled = self.store.offsets.progress(group, topic, queue_id)
             entry = totals.setdefault((topic, group), [0, 0])
-            entry[0] += max(0, high - committed)
-            entry[1] += max(0, pulled - committed)
+            entry[0] += max(0, self.store.max_offset(topic, queue_id) - committed)
+            entry[1] += pulled - committed
         return [(topic, group, lag, inflight) for (topic, group), (lag, inflight) in totals.items()]
 
     def poll_client_stats(self) -> None:

@@ -28,7 +28,7 @@ from codec.headers import GetBrokerConfigResponseHeader, GetConsumerRunningInfoR
 
 from .. import __version__
 from ..clients import ClientRegistry
-from ..config import SETTINGS, Config
+from ..config import SETTINGS, Config, java_text
 from ..store import MessageStore
 from ..topics import TopicConfig, TopicTable, check_topic_name
 
@@ -106,28 +106,26 @@ class AdminProcessor:
         return request.response(ResponseCode.SUCCESS, body=TopicStatsTable(table).to_json())
 
     def consume_stats(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        """Every read queue of the asked topic, or of each topic the group has offsets on or
+        subscribes to; a topic outside the subscriptions of a group that has some is left out,
+        as the reference leaves it out. Offsets as ``ConsumerOffsets.progress`` gives them."""
         group = header.consumer_group
+        subscribed = self.clients.consumer_group(group)
+        subscriptions = subscribed.subscriptions if subscribed is not None else {}
         if header.topic:
             topic_names = [header.topic]
         else:
-            subscribed = self.clients.consumer_group(group)
-            topic_names = sorted(
-                {t for (g, t, _q) in self.store.offsets.table() if g == group}
-                | set(subscribed.subscriptions if subscribed else ())
-            )
+            topic_names = sorted({t for (g, t, _q) in self.store.offsets.table() if g == group} | set(subscriptions))
         table = {}
         for name in topic_names:
             topic = self.topics.get(name)
-            if topic is None:
+            if topic is None or (subscriptions and name not in subscriptions):
                 continue
             for queue_id in range(topic.read_queue_nums):
-                committed = self.store.offsets.query(group, name, queue_id)
-                if committed is None and not header.topic:
-                    continue
-                committed = committed or 0
+                committed, pulled = self.store.offsets.progress(group, name, queue_id)
                 last = self.store.message_at(name, queue_id, committed - 1) if committed > 0 else None
                 table[MessageQueue(name, self.config.broker_name, queue_id)] = OffsetWrapper(
-                    self.store.max_offset(name, queue_id), committed, None, last.store_timestamp if last else 0
+                    self.store.max_offset(name, queue_id), committed, pulled, last.store_timestamp if last else 0
                 )
         return request.response(ResponseCode.SUCCESS, body=ConsumeStats(table, 0.0).to_json())
 
@@ -167,7 +165,7 @@ class AdminProcessor:
         return request.response(ResponseCode.SUCCESS, body=KVTable(table).to_json())
 
     def broker_config(self, request: RemotingCommand, header, conn) -> RemotingCommand:
-        lines = [f"{s.key}={getattr(self.config, s.field)}" for s in SETTINGS]
+        lines = [f"{s.key}={java_text(getattr(self.config, s.field))}" for s in SETTINGS]
         ext = GetBrokerConfigResponseHeader(version=f"rmqproxy-{__version__}").to_ext()
         return request.response(ResponseCode.SUCCESS, ext_fields=ext, body="\n".join(lines).encode())
 

@@ -97,19 +97,30 @@ class ConsumerProcessor:
     # --- offsets ----------------------------------------------------------------------------
 
     def query_offset(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        """The committed offset; without one (none stored, or a negative one) 0 for a queue that
+        still starts at 0 with its first message in memory, else QUERY_NOT_FOUND (4.9.8's
+        ``queryConsumerOffset``); a 5.x client asking ``setZeroIfNotFound=false`` never gets 0."""
         offset = self.store.offsets.query(header.consumer_group, header.topic, header.queue_id)
         if offset is None:
-            # 4.9.8: a group new to a queue that still starts at 0 gets 0; 5.x can ask for "none".
-            if header.set_zero_if_not_found is not False and self.store.min_offset(header.topic, header.queue_id) <= 0:
-                offset = 0
-            else:
+            if header.set_zero_if_not_found is False:
+                return request.response(
+                    ResponseCode.QUERY_NOT_FOUND, "Not found, do not set to zero, maybe this group boot first"
+                )
+            if self.store.min_offset(header.topic, header.queue_id) > 0 or self.store.in_disk(
+                header.topic, header.queue_id, 0
+            ):
                 return request.response(
                     ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
                 )
+            offset = 0
         ext = QueryConsumerOffsetResponseHeader(offset=offset).to_ext()
         return request.response(ResponseCode.SUCCESS, ext_fields=ext)
 
     def update_offset(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        """Store the commit as sent (a negative one then reads as none); a topic this broker does
+        not have is refused as 5.x refuses it, so the table only holds offsets of real topics."""
+        if self.topics.get(header.topic) is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"Topic {header.topic} not exist!")
         self.store.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
         return request.response(ResponseCode.SUCCESS)
 

@@ -3,10 +3,12 @@
 Pre-checks in the 4.9.8 order, the subscription (the request's with the SUBSCRIPTION flag, else
 the one registered by heartbeat; none registered, or an older one, is served unfiltered where the
 reference answers 24/25 — see ``_serve``), a store read, and the status → response-code table. A
-first pass with the SUSPEND flag whose answer would be PULL_NOT_FOUND — or NO_MATCHED_MESSAGE
-with the scan at the queue's end, which the reference answers PULL_RETRY_IMMEDIATELY only for
-the client to come straight back and be held — is held by the hold service instead. Every answer
-carries all four header fields; SUCCESS always has a body.
+first pass with the SUSPEND flag whose answer would be PULL_NOT_FOUND is held by the hold service
+instead, and only that: a scan that skipped non-matching messages answers PULL_RETRY_IMMEDIATELY
+at once with the offset it reached, which the client records as consumed (holding it would leave
+the group's committed offset behind for a whole suspend). Every answer carries all four header
+fields; SUCCESS always has a body. Each answer's next begin offset is recorded as the group's
+pulled offset (consume stats' ``pullOffset``).
 """
 
 from __future__ import annotations
@@ -133,32 +135,33 @@ class PullProcessor:
         if not (sys_flag & SYSFLAG_CLASS_FILTER or subscription.class_filter_mode or subscription.sub_string == "*"):
             tag_filter = TagFilter(frozenset(codes))
 
-        def read(offset: int) -> GetResult:
+        def read() -> GetResult:
             return self.store.get_message(
-                header.consumer_group, header.topic, header.queue_id, offset, header.max_msg_nums, tag_filter,
-                header.max_msg_bytes,
+                header.consumer_group, header.topic, header.queue_id, header.queue_offset, header.max_msg_nums,
+                tag_filter, header.max_msg_bytes,
             )  # fmt: skip
 
-        result = read(header.queue_offset)
-        if sys_flag & SYSFLAG_COMMIT_OFFSET and header.commit_offset >= 0:
+        result = read()
+        if sys_flag & SYSFLAG_COMMIT_OFFSET:
             self.store.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
-
-        holdable = response_code(result.status, header.queue_offset) == ResponseCode.PULL_NOT_FOUND or (
-            result.status == GetStatus.NO_MATCHED_MESSAGE and result.next_begin_offset >= result.max_offset
-        )
-        if holdable and sys_flag & SYSFLAG_SUSPEND:
-            held = self._hold(request, header, conn, read, result, tag_filter, arrived)
+        not_found = response_code(result.status, header.queue_offset) == ResponseCode.PULL_NOT_FOUND
+        if not_found and sys_flag & SYSFLAG_SUSPEND:
+            held = self._hold(request, header, conn, read, tag_filter, arrived)
             if held is not None:
                 return held
+        return self._answer(request, header, result)
+
+    def _answer(self, request: RemotingCommand, header, result: GetResult) -> RemotingCommand:
+        """The pull response for ``result``; records its next begin offset as the group's pulled one."""
+        self.store.offsets.record_pulled(header.consumer_group, header.topic, header.queue_id, result.next_begin_offset)
         return pull_response(request, result, header.queue_offset)
 
-    def _hold(self, request, header, conn, read, first: GetResult, tag_filter, arrived: float):
+    def _hold(self, request, header, conn, read, tag_filter, arrived: float):
         """Hold the pull until something matching arrives or its deadline; None if not held."""
         if self.config.long_polling:
             timeout_s = max(0, header.suspend_timeout_millis) / 1000
         else:
             timeout_s = self.config.short_polling_ms / 1000
-        resume_at = first.next_begin_offset if first.status == GetStatus.NO_MATCHED_MESSAGE else header.queue_offset
         d: defer.Deferred = defer.Deferred()
         started = self.clock.seconds()
 
@@ -169,18 +172,17 @@ class PullProcessor:
             if wake == WAKE_DISCONNECT:
                 self._emit(header, conn, arrived, started, woke, wake, None)
                 return True
-            result = read(resume_at)
+            result = read()
             if result.status != GetStatus.FOUND and not final:
                 return False
-            requested = header.queue_offset if result.status != GetStatus.FOUND else resume_at
-            response = pull_response(request, result, requested)
+            response = self._answer(request, header, result)
             self._emit(header, conn, arrived, started, woke, wake, response)
             d.callback(response)
             return True
 
         matches = tag_filter.matches_tags_code if tag_filter is not None else always
         pull = HeldPull(
-            (header.topic, header.queue_id), resume_at, matches, conn, reread, started, started + timeout_s,
+            (header.topic, header.queue_id), header.queue_offset, matches, conn, reread, started, started + timeout_s,
             header.consumer_group,
         )
         if not self.holds.hold(pull):

@@ -720,6 +720,13 @@ class MessageStore:
         entry = cq.entry(offset) if cq is not None else None
         return self.look_message(entry[0]) if entry is not None else None
 
+    def in_disk(self, topic: str, queue_id: int, offset: int) -> bool:
+        """Whether the message at a queue offset lies beyond the memory window reads treat as
+        cached (``checkInDiskByConsumeOffset``); False when the queue has no such entry."""
+        cq = self._queues.get((topic, queue_id))
+        entry = cq.entry(offset) if cq is not None else None
+        return entry is not None and self.commitlog.write_pos - entry[0] > self._memory_limit
+
     def _store_time(self, phys: int) -> int | None:
         segment = self.commitlog.files.segment_for(phys)
         if segment is None or phys + 72 > self.commitlog.write_pos:
