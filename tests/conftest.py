@@ -11,18 +11,15 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def find_session_vectors() -> Path:
-    """The recorded Java 4.9.7 session: ``$RMQ_SESSION_VECTORS``, else ``../shared/vectors/`` (the
-    source of truth), else the copy in ``tests/vectors/`` so a clone without shared/ still runs.
+    """The recorded Java 4.9.7 session: ``$RMQ_SESSION_VECTORS``, else the one in ``tests/vectors/``.
 
     Missing everywhere, it fails under CI and skips elsewhere.
     """
-    name = "java-4.9.7-session.jsonl"
     candidates = [
         os.environ.get("RMQ_SESSION_VECTORS", ""),
-        str(REPO.parent / "shared" / "vectors" / name),
-        str(REPO / "tests" / "vectors" / name),
+        str(REPO / "tests" / "vectors" / "java-4.9.7-session.jsonl"),
     ]
     for candidate in candidates:
         if candidate and Path(candidate).is_file():
             return Path(candidate)
-    skip_or_fail(f"recorded session not found (set RMQ_SESSION_VECTORS or put shared/ beside the repo): {candidates}")
+    skip_or_fail(f"recorded session not found (set RMQ_SESSION_VECTORS): {candidates}")

@@ -1,5 +1,5 @@
 """Every frame of a real Java 4.9.7 client session with an Apache broker decodes completely and
-re-encodes to the same bytes (../shared/vectors/README.md)."""
+re-encodes to the same bytes (tests/vectors/README.md)."""
 
 from __future__ import annotations
 
