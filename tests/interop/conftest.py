@@ -1,8 +1,9 @@
-"""Fixtures for tests that use the real Apache RocketMQ Java classes as an oracle (see oracle.py).
+"""Fixtures for tests that use the real Apache RocketMQ Java classes (see oracle.py, scenario_runner.py).
 
 ``oracle_line`` is "4.9" or "5"; ``oracle`` is one running Java oracle per line for the whole
-session (ids ``rocketmq-4.9.8`` / ``rocketmq-5.x.y``).  Every test collected under this directory is
-marked ``interop``.  Without ``mvn`` or ``java`` the tests are skipped, or fail when ``CI=true``.
+session (ids ``rocketmq-4.9.8`` / ``rocketmq-5.x.y``).  ``scenario_line`` and ``program`` are the
+same for the real-client scenario program.  Every test collected under this directory is marked
+``interop``.  Without ``mvn`` or ``java`` the tests are skipped, or fail when ``CI=true``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 from tests.needs import require_java_tools
 
 from .oracle import ORACLE_LINES, Oracle
+from .scenario_runner import ScenarioProgram
 
 _HERE = Path(__file__).resolve().parent
 
@@ -40,3 +42,16 @@ def oracle(oracle_line: str) -> Iterator[Oracle]:
         yield proc
     finally:
         proc.close()
+
+
+@pytest.fixture(scope="session", params=list(ORACLE_LINES), ids=lambda line: f"rocketmq-{ORACLE_LINES[line]}")
+def scenario_line(request: pytest.FixtureRequest) -> str:
+    """The client line of the scenario program: "4.9" or "5"."""
+    return request.param
+
+
+@pytest.fixture(scope="session")
+def program(scenario_line: str, tmp_path_factory: pytest.TempPathFactory) -> ScenarioProgram:
+    """The scenario program built for the line (Maven on first use, then reused)."""
+    require_java_tools("the scenario program")
+    return ScenarioProgram(scenario_line, log_root=tmp_path_factory.mktemp(f"scenarios-{scenario_line}"))

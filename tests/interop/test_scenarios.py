@@ -5,11 +5,8 @@ oracle) and asserts on what the Java client saw.  The server under test is ``rmq
 (``server.RunningServer``) started with 1-second delay levels; ``RMQ_SCENARIO_TARGET=apache`` runs
 the same tests against the reference Apache RocketMQ 4.9.7 name server + broker instead
 (``apache_broker.ApacheBroker``), as a baseline.  One server serves the whole module (topics and
-groups are unique per test); the restart scenario gets its own.
-
-Known facts of the reference, encoded below (``_reference_gap``): a 5.x DefaultLitePullConsumer
-sends LITE_PULL_MESSAGE (361), which 4.9.x brokers answer "request type 361 not supported"; 5.x
-mqadmin topicStatus and consumerProgress first call GET_TOPIC_CONFIG (351), likewise unsupported.
+groups are unique per test); the restart scenario gets its own.  The gaps the reference has are in
+``scenario_checks.reference_gap``; the offset scenarios are in ``test_offset_scenarios.py``.
 
 Client facts that cost time (the tests allow for them; a server can avoid the first two):
 a 5.x push consumer often races its own start heartbeat ("sendHeartbeatToAllBrokerWithLockV2 lock
@@ -23,7 +20,6 @@ scenario shortens both intervals).
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from collections.abc import Iterator
@@ -31,89 +27,39 @@ from typing import Any
 
 import pytest
 
-from tests.needs import require_java_tools
-
-from .oracle import ORACLE_LINES
-from .scenario_runner import ScenarioProgram, client_log_tail, unique_name
-from .server import ScenarioServer, serve_available, start_target
+from .scenario_checks import (
+    assert_all_received,
+    explain,
+    no_error,
+    reference_gap,
+    send_to_new_topic,
+    start_server,
+)
+from .scenario_runner import ScenarioProgram, unique_name
+from .server import ScenarioServer
 
 TARGET = os.environ.get("RMQ_SCENARIO_TARGET", "rmqproxy")
 SEND_COUNT = 10000
 SYNC_ASYNC_EACH = SEND_COUNT // 4
 
 
-def _reference_gap(line: str, what: str) -> str | None:
-    """Why the reference broker cannot pass ``what`` on ``line`` (None when it can)."""
-    if TARGET == "apache" and line == "5":
-        if what == "litepull":
-            return "5.x lite pull sends LITE_PULL_MESSAGE (361): the 4.9.x reference answers 'request type 361 not supported'"
-        if what in ("topicStatus", "consumerProgress"):
-            return "5.x mqadmin calls GET_TOPIC_CONFIG (351) first: 'request type 351 not supported' on 4.9.x"
-    return None
-
-
-# -- fixtures -------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session", params=list(ORACLE_LINES), ids=lambda line: f"rocketmq-{ORACLE_LINES[line]}")
-def scenario_line(request: pytest.FixtureRequest) -> str:
-    """The client line under test: "4.9" or "5"."""
-    return request.param
-
-
-@pytest.fixture(scope="session")
-def program(scenario_line: str, tmp_path_factory: pytest.TempPathFactory) -> ScenarioProgram:
-    """The scenario program built for the line (Maven on first use, then reused)."""
-    require_java_tools("the scenario program")
-    return ScenarioProgram(scenario_line, log_root=tmp_path_factory.mktemp(f"scenarios-{scenario_line}"))
-
-
-@functools.lru_cache(maxsize=1)
-def _serve_available() -> bool:
-    return serve_available()
-
-
-def _start_server() -> ScenarioServer:
-    if TARGET == "rmqproxy" and not _serve_available():
-        pytest.fail("rmqproxy has no working `serve` command", pytrace=False)
-    return start_target(TARGET)
+# -- fixtures (the client line and the program: conftest.py) -----------------------------------------
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ScenarioServer]:
     """One server under test for the module (both client lines)."""
-    srv = _start_server()
+    srv = start_server(TARGET)
     try:
         yield srv
     finally:
         srv.close()
 
 
-def _explain(result: dict[str, Any], server: ScenarioServer, *fields: str) -> str:
-    """A failure message: the result's fields (or all but bulky ones), client warnings, server log tail."""
-    shown = {k: v for k, v in result.items() if (k in fields if fields else not k.startswith("_"))}
-    text = "\n".join(f"  {k}: {v}" for k, v in shown.items())
-    return (
-        f"client {result.get('client_version')} scenario {result.get('scenario')}:\n{text}\n"
-        f"--- client progress ---\n" + "\n".join(result.get("_progress", [])[-15:]) +
-        f"\n--- client warnings ---\n{client_log_tail(result['_log_dir'], 2500)}\n"
-        f"--- server ({server.name}) log tail ---\n{server.log_tail(2500)}"
-    )
-
-
-def _no_error(result: dict[str, Any], server: ScenarioServer) -> None:
-    assert "error" not in result, _explain(result, server, "error", "error_trace")
-
-
 @pytest.fixture(scope="module")
 def sent(program: ScenarioProgram, server: ScenarioServer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Scenario 1 ran once per line: 10,000 messages (sync/async/oneway/batch) to a fresh topic."""
-    topic = unique_name("Send", program.line)
-    manifest = tmp_path_factory.mktemp("manifest") / f"{topic}.tsv"
-    result = program.run("send", namesrv=server.namesrv, topic=topic, group=f"{topic}-producer",
-                         count=SEND_COUNT, manifest=manifest)
-    result["_manifest"] = str(manifest)
-    return result
+    return send_to_new_topic(program, server, tmp_path_factory, "Send", count=SEND_COUNT)
 
 
 @pytest.fixture(scope="module")
@@ -130,11 +76,11 @@ def pushed(program: ScenarioProgram, server: ScenarioServer, sent: dict[str, Any
 
 def test_send(sent: dict[str, Any], server: ScenarioServer) -> None:
     """Sync, async, oneway and batch sends: every sync and async send is SEND_OK."""
-    _no_error(sent, server)
+    no_error(sent, server)
     modes = sent["modes"]
     assert sum(m["count"] for m in modes.values()) == SEND_COUNT
     for mode in ("sync", "async"):
-        assert modes[mode]["statuses"] == {"SEND_OK": SYNC_ASYNC_EACH}, _explain(sent, server, "modes", "failures")
+        assert modes[mode]["statuses"] == {"SEND_OK": SYNC_ASYNC_EACH}, explain(sent, server, "modes", "failures")
     assert sum(modes["oneway"]["statuses"].values()) == modes["oneway"]["count"]
     assert sum(modes["batch"]["statuses"].values()) == modes["batch"]["count"]
     print(f"send: {modes} failures={sent['failure_count']} queues={sent['queues']} elapsed_ms={sent['elapsed_ms']}")
@@ -143,33 +89,26 @@ def test_send(sent: dict[str, Any], server: ScenarioServer) -> None:
 # -- 2-4. consume -------------------------------------------------------------------------------------
 
 
-def _assert_all_received(r: dict[str, Any], server: ScenarioServer, what: str) -> None:
-    fields = ("complete", "expected", "received", "distinct", "duplicates", "missing", "missing_keys",
-              "missing_by_mode", "unexpected", "unexpected_keys", "tags", "queues", "first_message_ms", "elapsed_ms")
-    assert r["missing"] == 0, f"{what}: {r['missing']} of {r['expected']} keys never arrived\n" + _explain(r, server, *fields)
-    assert r["distinct"] == r["expected"] and r["unexpected"] == 0, _explain(r, server, *fields)
-
-
 def test_push(pushed: dict[str, Any], server: ScenarioServer) -> None:
     """A push consumer (FIRST_OFFSET, concurrently) receives every message of the send scenario."""
-    _no_error(pushed, server)
-    _assert_all_received(pushed, server, "push")
+    no_error(pushed, server)
+    assert_all_received(pushed, server, "push")
     print(f"push: received={pushed['received']} duplicates={pushed['duplicates']} "
           f"first_message_ms={pushed['first_message_ms']} elapsed_ms={pushed['elapsed_ms']}")
 
 
 def test_litepull(program: ScenarioProgram, server: ScenarioServer, sent: dict[str, Any]) -> None:
     """DefaultLitePullConsumer in subscribe mode and in assign mode each receive every message."""
-    gap = _reference_gap(program.line, "litepull")
+    gap = reference_gap(server, program.line, "litepull")
     if gap:
         pytest.xfail(gap)
     r = program.run("litepull", namesrv=server.namesrv, manifest=sent["_manifest"],
                     group=unique_name("Lite", program.line), timeout_ms=60000)
-    _no_error(r, server)
+    no_error(r, server)
     for mode in ("subscribe", "assign"):
         sub = {**r[mode], "_log_dir": r["_log_dir"], "_progress": r["_progress"],
                "client_version": r["client_version"], "scenario": f"litepull/{mode}"}
-        _assert_all_received(sub, server, f"lite pull ({mode})")
+        assert_all_received(sub, server, f"lite pull ({mode})")
         print(f"litepull {mode}: received={sub['received']} duplicates={sub['duplicates']} "
               f"first_message_ms={sub['first_message_ms']} elapsed_ms={sub['elapsed_ms']}")
 
@@ -178,9 +117,9 @@ def test_tags(program: ScenarioProgram, server: ScenarioServer, sent: dict[str, 
     """Subscription "TagA || TagB" receives exactly the TagA and TagB messages, all of them."""
     r = program.run("tags", namesrv=server.namesrv, manifest=sent["_manifest"],
                     group=unique_name("Tags", program.line), timeout_ms=60000)
-    _no_error(r, server)
-    assert set(r["tags"]) <= {"TagA", "TagB"} and r["unwanted_tag_deliveries"] == 0, _explain(r, server, "tags")
-    _assert_all_received(r, server, "tags")
+    no_error(r, server)
+    assert set(r["tags"]) <= {"TagA", "TagB"} and r["unwanted_tag_deliveries"] == 0, explain(r, server, "tags")
+    assert_all_received(r, server, "tags")
     print(f"tags: {r['tags']} duplicates={r['duplicates']} elapsed_ms={r['elapsed_ms']}")
 
 
@@ -193,13 +132,13 @@ def test_retry(program: ScenarioProgram, server: ScenarioServer) -> None:
     group = f"{topic}-cg"
     r = program.run("retry", namesrv=server.namesrv, topic=topic, group=group, count=1, max_reconsume=2,
                     timeout_ms=60000)
-    _no_error(r, server)
-    assert r["send_statuses"] == ["SEND_OK"], _explain(r, server, "send_statuses")
+    no_error(r, server)
+    assert r["send_statuses"] == ["SEND_OK"], explain(r, server, "send_statuses")
     for key, seq in r["sequences"].items():
-        assert seq == [0, 1, 2], f"{key}: reconsumeTimes sequence {seq}\n" + _explain(r, server, "sequences", "delivery_ms", "deliveries")
+        assert seq == [0, 1, 2], f"{key}: reconsumeTimes sequence {seq}\n" + explain(r, server, "sequences", "delivery_ms", "deliveries")
     dlq = r["dlq"]
     assert dlq["topic"] == f"%DLQ%{group}"
-    assert dlq["found"] == 1 and not dlq["missing_keys"], _explain(r, server, "dlq", "sequences", "delivery_ms")
+    assert dlq["found"] == 1 and not dlq["missing_keys"], explain(r, server, "dlq", "sequences", "delivery_ms")
     print(f"retry: sequences={r['sequences']} delivery_ms={r['delivery_ms']} dlq={dlq['messages']}")
 
 
@@ -210,16 +149,16 @@ def test_rebalance(program: ScenarioProgram, server: ScenarioServer) -> None:
     """Two push consumers split an 8-queue topic; when one shuts down the other takes all 8 within 5 s."""
     topic = unique_name("Rebal", program.line)
     r = program.run("rebalance", namesrv=server.namesrv, topic=topic, group=f"{topic}-cg", queues=8, count=80)
-    _no_error(r, server)
+    no_error(r, server)
     fields = ("route_queues", "sent_queues", "a_alone", "split", "takeover", "consumed", "allocations")
-    assert r["route_queues"] == 8, _explain(r, server, *fields)
-    assert r["a_alone"]["queues"] == list(range(8)), _explain(r, server, *fields)
+    assert r["route_queues"] == 8, explain(r, server, *fields)
+    assert r["a_alone"]["queues"] == list(range(8)), explain(r, server, *fields)
     split = r["split"]
-    assert split["ok"], "the two consumers did not split the 8 queues\n" + _explain(r, server, *fields)
+    assert split["ok"], "the two consumers did not split the 8 queues\n" + explain(r, server, *fields)
     takeover = r["takeover"]
-    assert takeover["b"] == list(range(8)), "B never took all queues\n" + _explain(r, server, *fields)
-    assert takeover["ms"] <= 5000, f"takeover took {takeover['ms']} ms\n" + _explain(r, server, *fields)
-    assert r["consumed"] == r["expected"], _explain(r, server, *fields)
+    assert takeover["b"] == list(range(8)), "B never took all queues\n" + explain(r, server, *fields)
+    assert takeover["ms"] <= 5000, f"takeover took {takeover['ms']} ms\n" + explain(r, server, *fields)
+    assert r["consumed"] == r["expected"], explain(r, server, *fields)
     print(f"rebalance: split a={split['a']} b={split['b']} in {split['ms']} ms; takeover {takeover['ms']} ms")
 
 
@@ -237,13 +176,13 @@ def _topic_status_rows(text: str) -> list[tuple[str, int, int, int]]:
 
 def test_mqadmin(program: ScenarioProgram, server: ScenarioServer, sent: dict[str, Any], pushed: dict[str, Any]) -> None:
     """mqadmin clusterList, topicList, topicRoute, topicStatus, updateTopic, consumerProgress, queryMsgById/ByKey."""
-    _no_error(sent, server)
+    no_error(sent, server)
     sample = sent["samples"][0]
     topic = sent["topic"]
     new_topic = unique_name("Admin", program.line)
     r = program.run("mqadmin", namesrv=server.namesrv, topic=topic, group=pushed["group"],
                     msg_id=sample["offset_msg_id"], key=sample["key"], new_topic=new_topic)
-    _no_error(r, server)
+    no_error(r, server)
     broker_addr = server.broker_addr
     broker_name = sample["broker_name"]
     out = {}
@@ -256,7 +195,7 @@ def test_mqadmin(program: ScenarioProgram, server: ScenarioServer, sent: dict[st
 
     def check(name: str, ok: bool, what: str) -> None:
         c = out[name]
-        gap = _reference_gap(program.line, name)
+        gap = reference_gap(server, program.line, name)
         if gap:
             if ok or "not supported" not in c["stderr"]:
                 problems.append(f"{name}: expected the reference gap ({gap}), got:\n{c['stdout']}{c['stderr'][:500]}")
@@ -296,7 +235,7 @@ def test_mqadmin(program: ScenarioProgram, server: ScenarioServer, sent: dict[st
 
 @pytest.fixture
 def own_server() -> Iterator[ScenarioServer]:
-    srv = _start_server()
+    srv = start_server(TARGET)
     try:
         yield srv
     finally:
@@ -317,10 +256,10 @@ def test_restart(program: ScenarioProgram, own_server: ScenarioServer) -> None:
         r = run.finish(timeout=120)
     finally:
         run.kill()
-    _no_error(r, server)
+    no_error(r, server)
     fields = ("sent_ok", "send_not_ok", "send_not_ok_statuses", "send_failed", "send_failures", "received", "distinct",
               "duplicates", "missing", "missing_keys", "received_unacknowledged", "produce_ms", "drain_ms")
-    assert r["sent_ok"] > before["sent"], _explain(r, server, *fields)
-    assert r["missing"] == 0, f"{r['missing']} acknowledged messages never arrived\n" + _explain(r, server, *fields)
+    assert r["sent_ok"] > before["sent"], explain(r, server, *fields)
+    assert r["missing"] == 0, f"{r['missing']} acknowledged messages never arrived\n" + explain(r, server, *fields)
     print(f"restart: sent_ok={r['sent_ok']} failed={r['send_failed']} received={r['received']} "
           f"duplicates={r['duplicates']} unacknowledged_received={r['received_unacknowledged']} drain_ms={r['drain_ms']}")

@@ -12,9 +12,9 @@ import pytest
 
 from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
-from codec.frame import FrameDecoder
 
 from ..interop.server import RunningServer
+from ..interop.wire import roundtrip
 
 
 @pytest.fixture(scope="module")
@@ -27,17 +27,6 @@ def connect(server: RunningServer) -> socket.socket:
     host, port = server.namesrv.split(":")
     sock = socket.create_connection((host, int(port)), timeout=5)
     return sock
-
-
-def roundtrip(sock: socket.socket, command: RemotingCommand) -> RemotingCommand:
-    sock.sendall(command.encode())
-    decoder = FrameDecoder()
-    while True:
-        data = sock.recv(65536)
-        assert data, "server closed the connection"
-        frames = decoder.feed(data)
-        if frames:
-            return RemotingCommand.decode(frames[0])
 
 
 def closed_by_server(sock: socket.socket) -> bool:

@@ -65,7 +65,6 @@ final class AdminScenario {
         String key = a.get("key");
         String newTopic = a.get("new-topic");
         String cluster = a.get("cluster", "DefaultCluster");
-        prepareHome();
         // {name, option, value, option, value, ...}; an option the command does not declare is left
         // out (queryMsgById takes -t only in 5.x, where it is required)
         List<String[]> commands = Arrays.asList(
@@ -80,21 +79,30 @@ final class AdminScenario {
             new String[] {"queryMsgByKey", "-t", topic, "-k", key});
         List<Map<String, Object>> results = new ArrayList<>();
         for (String[] spec : commands) {
-            SubCommand sub = SUB_COMMANDS.get(spec[0]);
-            Options options = sub.buildCommandlineOptions(ServerUtil.buildCommandlineOptions(new Options()));
-            List<String> args = new ArrayList<>(Arrays.asList(spec[0], "-n", ns));
-            for (int i = 1; i + 1 < spec.length; i += 2) {
-                if (options.hasOption(spec[i].substring(1))) {
-                    args.add(spec[i]);
-                    args.add(spec[i + 1]);
-                }
-            }
-            Main.progress("# mqadmin " + String.join(" ", args));
-            results.add(runOne(args.toArray(new String[0]), options));
+            results.add(command(ns, spec));
         }
         Map<String, Object> r = new LinkedHashMap<>();
         r.put("commands", results);
         return r;
+    }
+
+    /**
+     * Run one mqadmin command, {name, option, value, ...} plus -n NAMESRV, and return {name, args,
+     * stdout, stderr, thrown, elapsed_ms}; an option the command does not declare is left out.
+     */
+    static Map<String, Object> command(String ns, String... spec) throws Exception {
+        prepareHome();
+        SubCommand sub = SUB_COMMANDS.get(spec[0]);
+        Options options = sub.buildCommandlineOptions(ServerUtil.buildCommandlineOptions(new Options()));
+        List<String> args = new ArrayList<>(Arrays.asList(spec[0], "-n", ns));
+        for (int i = 1; i + 1 < spec.length; i += 2) {
+            if (options.hasOption(spec[i].substring(1))) {
+                args.add(spec[i]);
+                args.add(spec[i + 1]);
+            }
+        }
+        Main.progress("# mqadmin " + String.join(" ", args));
+        return runOne(args.toArray(new String[0]), options);
     }
 
     private static void prepareHome() throws Exception {

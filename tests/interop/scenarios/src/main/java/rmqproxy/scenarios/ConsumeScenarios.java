@@ -7,13 +7,17 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.atomic.AtomicLong;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.remoting.RPCHook;
+import org.apache.rocketmq.remoting.protocol.RemotingCommand;
 
 /**
  * Scenarios 2-4, reading what the send scenario wrote (--manifest):
@@ -23,13 +27,19 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * <li>"litepull": a DefaultLitePullConsumer in subscribe mode, then another in assign mode (all
  * queues from fetchMessageQueues), each a new group, must each receive every key.</li>
  * <li>"tags": a push consumer subscribed to "TagA || TagB" must receive exactly the TagA/TagB keys.</li>
+ * <li>"tagskip": a push consumer subscribed to --expression (default "TagA") that matches none of
+ * the messages; runs until a line on stdin (see {@link #tagSkip}).</li>
  * </ul>
- * Options: --manifest, --group (base consumer group), --timeout-ms (60000), --grace-ms (1000:
- * keep consuming after the last expected key, to count duplicates or unwanted tags).
+ * Options: --manifest, --group (base consumer group), --from (first or last: where a group without
+ * an offset starts, default first), --timeout-ms (60000), --grace-ms (1000: keep consuming after
+ * the last expected key, to count duplicates or unwanted tags).
  * Result: {@link Tracker#report} (expected, received, distinct, duplicates, missing, missing_keys,
  * missing_by_mode, unexpected, tags, queues, first_message_ms, ...) plus complete and elapsed_ms.
  */
 final class ConsumeScenarios {
+    /** RequestCode.PULL_MESSAGE. */
+    private static final int PULL_MESSAGE = 11;
+
     private ConsumeScenarios() {
     }
 
@@ -68,14 +78,7 @@ final class ConsumeScenarios {
         Tracker tracker = new Tracker(expected);
         long timeout = a.getLong("timeout-ms", 60000);
         long grace = a.getLong("grace-ms", 1000);
-        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
-        c.setNamesrvAddr(a.namesrv());
-        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-        c.subscribe(m.topic, expr);
-        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
-            tracker.recordAll(msgs);
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-        });
+        DefaultMQPushConsumer c = pushConsumer(a, group, null, m.topic, expr, tracker);
         long t0 = System.currentTimeMillis();
         boolean complete;
         try {
@@ -93,6 +96,71 @@ final class ConsumeScenarios {
         r.put("elapsed_ms", System.currentTimeMillis() - t0);
         r.putAll(tracker.report(m.modes()));
         return r;
+    }
+
+    /**
+     * "tagskip": nothing the consumer is subscribed to is in the queue, so every pull only skips.
+     * Its RPC hook prints "PROGRESS first_pull_ms=EPOCH_MS" when the first PULL_MESSAGE goes out, so
+     * the test can time how soon the broker's committed offsets reach the queues' ends.  At a line
+     * on stdin it runs mqadmin consumerProgress -g GROUP while still connected, then shuts down.
+     * Result: group, topic, first_pull_ms, deliveries (must be 0), consumer_progress (the command).
+     */
+    static Map<String, Object> tagSkip(Main.Args a) throws Exception {
+        Manifest m = Manifest.read(a.get("manifest"));
+        String group = a.get("group");
+        AtomicLong firstPull = new AtomicLong();
+        RPCHook hook = new RPCHook() {
+            @Override
+            public void doBeforeRequest(String remoteAddr, RemotingCommand request) {
+                if (request.getCode() == PULL_MESSAGE && firstPull.compareAndSet(0, System.currentTimeMillis())) {
+                    Main.progress("PROGRESS first_pull_ms=" + firstPull.get());
+                }
+            }
+
+            @Override
+            public void doAfterResponse(String remoteAddr, RemotingCommand request, RemotingCommand response) {
+            }
+        };
+        Tracker tracker = new Tracker(null);
+        DefaultMQPushConsumer c = pushConsumer(a, group, hook, m.topic, a.get("expression", "TagA"), tracker);
+        Map<String, Object> r = new LinkedHashMap<>();
+        r.put("group", group);
+        r.put("topic", m.topic);
+        try {
+            c.start();
+            Main.progress("# push consumer " + group + " started");
+            Main.awaitStop();
+            r.put("consumer_progress", AdminScenario.command(a.namesrv(), "consumerProgress", "-g", group));
+        } finally {
+            c.shutdown();
+        }
+        r.put("first_pull_ms", firstPull.get());
+        r.put("deliveries", tracker.deliveries());
+        return r;
+    }
+
+    /** A push consumer recording every delivery in {@code tracker}; --from picks where a new group starts. */
+    private static DefaultMQPushConsumer pushConsumer(Main.Args a, String group, RPCHook hook, String topic,
+        String expr, Tracker tracker) throws Exception {
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group, hook, new AllocateMessageQueueAveragely());
+        c.setNamesrvAddr(a.namesrv());
+        String from = a.get("from", "first");
+        switch (from) {
+            case "first":
+                c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+                break;
+            case "last":
+                c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET);
+                break;
+            default:
+                throw new IllegalArgumentException("--from must be first or last, not " + from);
+        }
+        c.subscribe(topic, expr);
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            tracker.recordAll(msgs);
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        return c;
     }
 
     static Map<String, Object> litePull(Main.Args a) throws Exception {

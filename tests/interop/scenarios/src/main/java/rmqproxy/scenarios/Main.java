@@ -1,8 +1,12 @@
 package rmqproxy.scenarios;
 
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.io.PrintWriter;
 import java.io.StringWriter;
+import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -14,7 +18,7 @@ import java.util.Map;
  * java -cp ... rmqproxy.scenarios.Main SCENARIO --namesrv HOST:PORT [--option value ...]
  * </pre>
  *
- * <p>Scenarios: send, push, litepull, tags, retry, restart, rebalance, mqadmin (see each class).
+ * <p>Scenarios: send, push, litepull, tags, tagskip, retry, restart, rebalance, mqadmin (see each class).
  * stdout carries only progress lines (free text, and "PROGRESS k=v ..." for the restart
  * scenario) and exactly one final line {@code RESULT {json}}; everything else the JVM or the
  * RocketMQ libraries print is redirected to stderr.  A scenario that throws still prints a
@@ -63,6 +67,8 @@ public final class Main {
                 return ConsumeScenarios.litePull(a);
             case "tags":
                 return ConsumeScenarios.tags(a);
+            case "tagskip":
+                return ConsumeScenarios.tagSkip(a);
             case "retry":
                 return RetryScenario.run(a);
             case "restart":
@@ -73,7 +79,7 @@ public final class Main {
                 return AdminScenario.run(a);
             default:
                 throw new IllegalArgumentException("unknown scenario " + a.scenario
-                    + " (send, push, litepull, tags, retry, restart, rebalance, mqadmin)");
+                    + " (send, push, litepull, tags, tagskip, retry, restart, rebalance, mqadmin)");
         }
     }
 
@@ -134,6 +140,15 @@ public final class Main {
             }
         }
         throw last;
+    }
+
+    /** Block until a line (or EOF) arrives on stdin: how the test tells a running scenario to stop. */
+    static void awaitStop() {
+        try {
+            new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
+        } catch (IOException ignored) {
+            // closed: stop as well
+        }
     }
 
     static void sleep(long ms) {

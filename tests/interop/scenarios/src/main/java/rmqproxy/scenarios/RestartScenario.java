@@ -1,7 +1,5 @@
 package rmqproxy.scenarios;
 
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -114,11 +112,7 @@ final class RestartScenario {
         sender.start();
 
         Thread stdin = new Thread(() -> {
-            try (BufferedReader br = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
-                br.readLine();
-            } catch (Exception ignored) {
-                // EOF or closed: stop as well
-            }
+            Main.awaitStop();
             stop.set(true);
         }, "scenario-stdin");
         stdin.setDaemon(true);

@@ -21,23 +21,25 @@ import org.apache.rocketmq.common.message.Message;
 
 /**
  * Scenario 1, "send": sync, async, oneway and batch sends of --count messages (default 10000, a
- * quarter each; batches of --batch-size) with keys "{key-prefix}-{i}" and tags TagA/TagB/TagC by
- * i % 3.  Writes the manifest (--manifest) the consume scenarios check against.
+ * quarter each; batches of --batch-size) with keys "{key-prefix}-{i}" and tags taken in turn from
+ * --tags (default "TagA,TagB,TagC": by i % 3).  Writes the manifest (--manifest) the consume
+ * scenarios check against.
  *
  * <p>One set-up send to "{topic}-warmup" comes first (see {@link Main#setupSend}).
  * Options: --topic, --group (producer group), --count, --batch-size (50), --async-inflight
- * (128), --manifest.  Result: per mode the count, statuses (SendStatus name, EXCEPTION, ONEWAY
+ * (128), --tags, --manifest.  Result: per mode the count, statuses (SendStatus name, EXCEPTION, ONEWAY
  * for unconfirmed oneway sends) and elapsed ms; failures (first 20, exception text); samples of
  * sync results (key, msgId, offsetMsgId, queueId, queueOffset) for mqadmin.
  */
 final class SendScenario {
-    static final String[] TAGS = {"TagA", "TagB", "TagC"};
+    /** The tags messages take in turn: set once from --tags before anything is sent. */
+    private static String[] tags = {"TagA", "TagB", "TagC"};
 
     private SendScenario() {
     }
 
     static String tag(int i) {
-        return TAGS[i % TAGS.length];
+        return tags[i % tags.length];
     }
 
     static Message message(String topic, String prefix, int i) {
@@ -54,6 +56,7 @@ final class SendScenario {
         int batchSize = a.getInt("batch-size", 50);
         int inflight = a.getInt("async-inflight", 128);
         String manifest = a.get("manifest", null);
+        tags = a.get("tags", String.join(",", tags)).split(",");
 
         DefaultMQProducer producer = new DefaultMQProducer(group);
         producer.setNamesrvAddr(a.namesrv());

@@ -1,0 +1,76 @@
+"""What the real-client scenario tests share: starting a server under test, sending to a fresh
+topic, the checks on a scenario's RESULT, and the known gaps of the reference broker.
+
+Known facts of the reference (``reference_gap``): a 5.x DefaultLitePullConsumer sends
+LITE_PULL_MESSAGE (361), which 4.9.x brokers answer "request type 361 not supported"; 5.x mqadmin
+topicStatus and consumerProgress first call GET_TOPIC_CONFIG (351), likewise unsupported.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+
+from .scenario_runner import ScenarioProgram, client_log_tail, unique_name
+from .server import ScenarioServer, serve_available, start_target
+
+__all__ = ["assert_all_received", "explain", "no_error", "reference_gap", "send_to_new_topic", "start_server"]
+
+
+@functools.lru_cache(maxsize=1)
+def _serve_available() -> bool:
+    return serve_available()
+
+
+def start_server(target: str) -> ScenarioServer:
+    """The server under test: ``"rmqproxy"`` or ``"apache"`` (the reference broker)."""
+    if target == "rmqproxy" and not _serve_available():
+        pytest.fail("rmqproxy has no working `serve` command", pytrace=False)
+    return start_target(target)
+
+
+def reference_gap(server: ScenarioServer, line: str, what: str) -> str | None:
+    """Why ``server``, when it is the reference broker, cannot pass ``what`` on ``line`` (None when it can)."""
+    if server.name.startswith("apache") and line == "5":
+        if what == "litepull":
+            return "5.x lite pull sends LITE_PULL_MESSAGE (361): the 4.9.x reference answers 'request type 361 not supported'"
+        if what in ("topicStatus", "consumerProgress"):
+            return "5.x mqadmin calls GET_TOPIC_CONFIG (351) first: 'request type 351 not supported' on 4.9.x"
+    return None
+
+
+def explain(result: dict[str, Any], server: ScenarioServer, *fields: str) -> str:
+    """A failure message: the result's fields (or all but bulky ones), client warnings, server log tail."""
+    shown = {k: v for k, v in result.items() if (k in fields if fields else not k.startswith("_"))}
+    text = "\n".join(f"  {k}: {v}" for k, v in shown.items())
+    return (
+        f"client {result.get('client_version')} scenario {result.get('scenario')}:\n{text}\n"
+        f"--- client progress ---\n" + "\n".join(result.get("_progress", [])[-15:]) +
+        f"\n--- client warnings ---\n{client_log_tail(result['_log_dir'], 2500)}\n"
+        f"--- server ({server.name}) log tail ---\n{server.log_tail(2500)}"
+    )
+
+
+def no_error(result: dict[str, Any], server: ScenarioServer) -> None:
+    assert "error" not in result, explain(result, server, "error", "error_trace")
+
+
+def assert_all_received(r: dict[str, Any], server: ScenarioServer, what: str) -> None:
+    """Every expected key arrived, and nothing unexpected did."""
+    fields = ("complete", "expected", "received", "distinct", "duplicates", "missing", "missing_keys",
+              "missing_by_mode", "unexpected", "unexpected_keys", "tags", "queues", "first_message_ms", "elapsed_ms")
+    assert r["missing"] == 0, f"{what}: {r['missing']} of {r['expected']} keys never arrived\n" + explain(r, server, *fields)
+    assert r["distinct"] == r["expected"] and r["unexpected"] == 0, explain(r, server, *fields)
+
+
+def send_to_new_topic(program: ScenarioProgram, server: ScenarioServer, tmp_path_factory: pytest.TempPathFactory,
+                      kind: str, **opts: Any) -> dict[str, Any]:
+    """The send scenario into a fresh topic named after ``kind``; the result carries the manifest's path."""
+    topic = unique_name(kind, program.line)
+    manifest = tmp_path_factory.mktemp("manifest") / f"{topic}.tsv"
+    result = program.run("send", namesrv=server.namesrv, topic=topic, group=f"{topic}-producer", manifest=manifest,
+                         **opts)
+    result["_manifest"] = str(manifest)
+    return result

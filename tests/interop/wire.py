@@ -1,0 +1,56 @@
+"""A blocking remoting client in raw frames, for tests that talk to a server under test (rmqproxy or
+the reference broker) the way a non-Java client would::
+
+    with WireClient(server.broker_addr) as wire:
+        wire.call(RequestCode.UPDATE_CONSUMER_OFFSET, consumer_group="g", topic="T", queue_id=0,
+                  commit_offset=-1)
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+from typing import Any, Self
+
+from codec.command import RemotingCommand
+from codec.frame import FrameDecoder
+from codec.headers import REQUEST_HEADERS
+
+__all__ = ["WireClient", "roundtrip"]
+
+
+def roundtrip(sock: socket.socket, command: RemotingCommand) -> RemotingCommand:
+    """Write ``command`` and read frames until one arrives; that frame, decoded."""
+    sock.sendall(command.encode())
+    decoder = FrameDecoder()
+    while True:
+        data = sock.recv(65536)
+        assert data, "server closed the connection"
+        frames = decoder.feed(data)
+        if frames:
+            return RemotingCommand.decode(frames[0])
+
+
+class WireClient:
+    """One connection to ``host:port``; ``call`` sends a typed request and returns its answer."""
+
+    def __init__(self, addr: str, timeout: float = 5.0) -> None:
+        host, port = addr.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self._opaque = itertools.count(1)
+
+    def call(self, code: int, body: bytes = b"", **fields: Any) -> RemotingCommand:
+        """``fields`` build the code's typed header (``codec.headers``)."""
+        ext = REQUEST_HEADERS[code].encode(REQUEST_HEADERS[code].cls(**fields)) if fields else None
+        answer = roundtrip(self.sock, RemotingCommand(code=code, opaque=next(self._opaque), ext_fields=ext, body=body))
+        assert answer.is_response, f"expected the answer to {code}, got {answer}"
+        return answer
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
