@@ -14,6 +14,8 @@ from collections.abc import Hashable, Iterable
 
 from codec.bodies import ConsumerData, HeartbeatData, SubscriptionData
 
+from .topics import check_group_name, check_name
+
 
 @dataclasses.dataclass
 class ClientInfo:
@@ -38,6 +40,21 @@ class ConsumerGroup:
     def client_ids(self) -> list[str]:
         """Member client ids, sorted and unique: every member must see the same list."""
         return sorted({info.client_id for info in self.members.values()})
+
+
+def valid_heartbeat(data: HeartbeatData) -> HeartbeatData:
+    """``data`` less what must not be registered: producers and consumers whose group name
+    ``check_group_name`` refuses (a 5.x broker skips such a group: no retry topic, no member) and
+    subscriptions to topics ``check_name`` refuses."""
+    consumers = [
+        dataclasses.replace(c, subscription_data_set=[
+            s for s in c.subscription_data_set if s.topic and check_name(s.topic) is None
+        ])
+        for c in data.consumer_data_set
+        if c.group_name and check_group_name(c.group_name) is None
+    ]  # fmt: skip
+    producers = [p for p in data.producer_data_set if p.group_name and check_group_name(p.group_name) is None]
+    return dataclasses.replace(data, consumer_data_set=consumers, producer_data_set=producers)
 
 
 class ClientRegistry:

@@ -3,14 +3,16 @@
 ``SETTINGS`` is the single table that maps each broker.conf key (RocketMQ's camelCase, e.g.
 ``listenPort``) to a ``Config`` field (snake case) and a ``--kebab-case`` CLI flag. Precedence:
 defaults, then the ``-c`` file, then flags. Unknown broker.conf keys are kept (``extra``) and
-logged, since real broker.conf files carry many settings rmqproxy does not use.
+logged at start, since real broker.conf files carry many settings rmqproxy does not use; but a
+key in ``UNKEPT_PROMISES``, set so that it promises protection rmqproxy does not give, stops
+startup with a message naming it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("longPollingEnable", "long_polling", bool, True, "hold empty pulls for their suspend timeout"),
     Setting("shortPollingTimeMills", "short_polling_ms", int, 1000, "hold time when long polling is off"),
     Setting("maxHeldPulls", "max_held_pulls", int, 100_000, "beyond this many held pulls, answer at once"),
+    Setting("maxHeldPullsPerConnection", "max_held_pulls_per_connection", int, 10_000,
+            "beyond this many held pulls on one connection, answer SYSTEM_BUSY"),
+    Setting("maxPullSuspendTimeMillis", "max_pull_suspend_ms", int, 30_000,
+            "longest hold a pull may ask for (suspendTimeoutMillis is cut to it)"),
+    Setting("serverSocketBacklog", "server_socket_backlog", int, 1024, "listen backlog of the remoting ports"),
     Setting("lockReleaseOnDisconnect", "lock_release_on_disconnect", str, "safe", "safe or immediate"),
     Setting("rebalanceLockMaxLiveTime", "lock_max_live_ms", int, 60_000, "queue lock expiry without renewal"),
     Setting("maxFrameSize", "max_frame_size", int, DEFAULT_MAX_FRAME_BYTES, "largest frame, length included"),
@@ -66,6 +73,23 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("pullLogMode", "pull_log_mode", str, "all", "all, held or off"),
     Setting("clientStatsIntervalSeconds", "client_stats_interval_s", int, 60, "consumer running-info poll"),
     Setting("channelExpiredTimeout", "channel_expired_ms", int, 120_000, "close clients silent this long"),
+)
+
+
+def _true(text: str) -> bool:
+    return text.strip().lower() == "true"
+
+
+#: broker.conf keys that, set this way, promise a protection rmqproxy does not give: startup
+#: refuses them rather than run unprotected while the operator believes otherwise.
+UNKEPT_PROMISES: tuple[tuple[str, Callable[[str], bool], str], ...] = (
+    ("aclEnable", _true, "ACL is not implemented: every client could send, pull and administer"),
+    ("authenticationEnabled", _true, "authentication is not implemented"),
+    ("authorizationEnabled", _true, "authorization is not implemented"),
+    ("brokerRole", lambda text: text.strip().upper() in ("SYNC_MASTER", "SLAVE"),
+     "replication is not implemented: rmqproxy is a master without slaves (ASYNC_MASTER)"),
+    ("enableDLegerCommitLog", _true, "DLedger replication is not implemented"),
+    ("enableControllerMode", _true, "controller-mode replication is not implemented"),
 )
 
 _BY_KEY = {s.key: s for s in SETTINGS}
@@ -93,6 +117,9 @@ class Config:
     long_polling: bool = True
     short_polling_ms: int = 1000
     max_held_pulls: int = 100_000
+    max_held_pulls_per_connection: int = 10_000
+    max_pull_suspend_ms: int = 30_000
+    server_socket_backlog: int = 1024
     lock_release_on_disconnect: str = "safe"
     lock_max_live_ms: int = 60_000
     max_frame_size: int = DEFAULT_MAX_FRAME_BYTES
@@ -210,6 +237,9 @@ def load(conf_file: Path | None = None, overrides: Mapping[str, Any] | None = No
                 extra[key] = text
             else:
                 values[setting.field] = convert(setting, text)
+    for key, promises, why in UNKEPT_PROMISES:
+        if key in extra and promises(extra[key]):
+            raise ValueError(f"broker.conf sets {key}={extra[key]}, but {why}; remove the key to run without it")
     for field, value in (overrides or {}).items():
         if value is not None:
             if field not in _BY_FIELD:

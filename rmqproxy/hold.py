@@ -10,8 +10,10 @@ B. timeout: its deadline passed; the read is re-run once and answered, whatever 
 C. disconnect: its connection closed; it is dropped silently (nobody to answer);
 D. shutdown: the server stops; the read is re-run and answered.
 
-A pull past ``max_held`` is not held: its caller answers at once. Held pulls are keyed by
-(topic, queue id); the table never keeps an entry for a queue with no held pull.
+A pull past ``max_held`` is not held: its caller answers at once. ``max_held_per_conn`` bounds
+what one connection may hold, so no client can take every held pull (``conn_full``; its caller
+refuses the pull). Held pulls are keyed by (topic, queue id); the table never keeps an entry for a
+queue with no held pull.
 """
 
 from __future__ import annotations
@@ -60,18 +62,24 @@ class HeldPull:
 
 
 class HoldService:
-    def __init__(self, clock: IReactorTime, max_held: int = 100_000) -> None:
+    def __init__(self, clock: IReactorTime, max_held: int = 100_000, max_held_per_conn: int = 10_000) -> None:
         self.clock = clock
         self.max_held = max_held
+        self.max_held_per_conn = max_held_per_conn
         self._held: dict[tuple[str, int], dict[int, HeldPull]] = {}
         self._by_conn: dict[Hashable, dict[int, HeldPull]] = {}
         self._ids = itertools.count(1)
         self.count = 0
         self.wakeups: dict[str, int] = {}
 
+    def conn_full(self, conn: Hashable) -> bool:
+        """Whether ``conn`` already holds ``max_held_per_conn`` pulls."""
+        return len(self._by_conn.get(conn, ())) >= self.max_held_per_conn
+
     def hold(self, pull: HeldPull) -> bool:
-        """Start holding ``pull`` until its deadline; False (not held) past ``max_held``."""
-        if self.count >= self.max_held:
+        """Start holding ``pull`` until its deadline; False (not held) past ``max_held`` or when
+        its connection is full."""
+        if self.count >= self.max_held or self.conn_full(pull.conn):
             return False
         pull.id = next(self._ids)
         self._held.setdefault(pull.key, {})[pull.id] = pull

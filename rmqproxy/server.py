@@ -99,7 +99,7 @@ class Server:
             default_queues=config.default_topic_queue_nums,
         )
         self.clients = ClientRegistry()
-        self.holds = HoldService(reactor, config.max_held_pulls)
+        self.holds = HoldService(reactor, config.max_held_pulls, config.max_held_pulls_per_connection)
         self.store.add_arrival_listener(
             lambda a: self.holds.arrived(a.topic, a.queue_id, a.queue_offset, a.tags_code)
         )
@@ -119,7 +119,7 @@ class Server:
             on_handoff=hooks.on_handoff,
         )
         self.consumers.on_unregister = self.locks.client_unregistered
-        locking = LockProcessor(self.locks)
+        locking = LockProcessor(self.locks, self.topics, config.broker_name)
         sendback = SendBackProcessor(self.store, self.topics)
         admin = AdminProcessor(config, self.store, self.topics, self.clients)
         self.registry.register(
@@ -177,7 +177,9 @@ class Server:
         if self.config.broker_listen_port:
             ports.append(self.config.broker_listen_port)
         for port in ports:
-            self.ports.append(self.reactor.listenTCP(port, factory, interface=self.config.bind_address))
+            self.ports.append(self.reactor.listenTCP(
+                port, factory, backlog=self.config.server_socket_backlog, interface=self.config.bind_address
+            ))  # fmt: skip
         if self.config.metrics_port and self.config.metrics_enabled:
             # as a 5.x broker: metricsPromExporterHost, when blank the broker's own address
             host = self.config.metrics_host or self.config.bind_address
@@ -191,6 +193,9 @@ class Server:
             loop.clock = self.reactor
             loop.start(interval, now=False).addErrback(lambda f: log.failure("periodic task failed", f))
             self._loops.append(loop)
+        if self.config.extra:
+            ignored = ", ".join(sorted(self.config.extra))
+            log.warn("broker.conf keys rmqproxy does not use, ignored: {keys}", keys=ignored)
         addresses = ", ".join(f"{p.getHost().host}:{p.getHost().port}" for p in self.ports)
         log.info(
             "rmqproxy listening on {addresses} (name server and broker; routes advertise {advertised}), "

@@ -25,6 +25,7 @@ RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 MAX_TOPIC_LENGTH = 127
+MAX_GROUP_LENGTH = 255
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,15 +50,35 @@ class TopicConfig:
         return max(self.read_queue_nums, self.write_queue_nums)
 
 
+def _check(kind: str, name: str, max_length: int) -> str | None:
+    if not name:
+        return f"the specified {kind} is blank"
+    if len(name) > max_length:
+        return f"the specified {kind} is longer than {kind} max length {max_length}"
+    if not TOPIC_PATTERN.match(name):
+        return f"the specified {kind}[{name}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    return None
+
+
 def check_topic_name(topic: str) -> str | None:
     """Why ``topic`` is not a valid name, or None (``TopicValidator`` of 4.9.8)."""
-    if not topic:
-        return "the specified topic is blank"
-    if len(topic) > MAX_TOPIC_LENGTH:
-        return f"the specified topic is longer than topic max length {MAX_TOPIC_LENGTH}"
-    if not TOPIC_PATTERN.match(topic):
-        return f"the specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-    return None
+    return _check("topic", topic, MAX_TOPIC_LENGTH)
+
+
+def check_group_name(group: str) -> str | None:
+    """Why ``group`` is not a valid group name, or None: the topic character set and at most 255
+    characters (the client's ``Validators.checkGroup``, which 5.x brokers apply before they create
+    a group)."""
+    return _check("group", group, MAX_GROUP_LENGTH)
+
+
+def check_name(topic: str) -> str | None:
+    """Why the broker must not create ``topic``, or None. A retry or DLQ topic is checked by its
+    group, since its prefix is added to a valid group name; every other topic as a topic."""
+    for prefix in (RETRY_PREFIX, DLQ_PREFIX):
+        if topic.startswith(prefix):
+            return check_group_name(topic[len(prefix):])
+    return check_topic_name(topic)
 
 
 class TopicTable:
@@ -86,6 +107,11 @@ class TopicTable:
         return self.topics.get(topic)
 
     def put(self, config: TopicConfig) -> TopicConfig:
+        """Add or replace a topic; a name ``check_name`` refuses raises ValueError (every caller
+        validates first: this is the last line before a name reaches the store's paths)."""
+        problem = check_name(config.name)
+        if problem is not None:
+            raise ValueError(problem)
         self.topics[config.name] = config
         self._save()
         return config

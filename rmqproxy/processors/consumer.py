@@ -23,9 +23,9 @@ from codec.headers import (
     SearchOffsetResponseHeader,
 )
 
-from ..clients import ClientInfo, ClientRegistry
+from ..clients import ClientInfo, ClientRegistry, valid_heartbeat
 from ..store import MessageStore
-from ..topics import TopicTable, retry_topic
+from ..topics import TopicTable, check_group_name, retry_topic
 
 VERSION_3_0_7 = 24  # MQVersion.V3_0_7_SNAPSHOT ordinal: older clients cannot take notifications
 
@@ -49,7 +49,7 @@ class ConsumerProcessor:
     # --- clients ----------------------------------------------------------------------------
 
     def heartbeat(self, request: RemotingCommand, header, conn) -> RemotingCommand:
-        data = HeartbeatData.from_json(request.body)
+        data = valid_heartbeat(HeartbeatData.from_json(request.body))
         conn.client_id = data.client_id or conn.client_id
         conn.language = getattr(request.language, "name", str(request.language))
         conn.version = request.version
@@ -117,8 +117,13 @@ class ConsumerProcessor:
         return request.response(ResponseCode.SUCCESS, ext_fields=ext)
 
     def update_offset(self, request: RemotingCommand, header, conn) -> RemotingCommand:
-        """Store the commit as sent (a negative one then reads as none); a topic this broker does
-        not have is refused as 5.x refuses it, so the table only holds offsets of real topics."""
+        """Store the commit as sent (a negative one then reads as none); an invalid group name or a
+        topic this broker does not have is refused as 5.x refuses them, so the table only holds
+        offsets of real topics under valid names."""
+        if check_group_name(header.consumer_group) is not None:
+            return request.response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {header.consumer_group} not exist!"
+            )
         if self.topics.get(header.topic) is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, f"Topic {header.topic} not exist!")
         self.store.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)

@@ -10,7 +10,7 @@ from codec.codes import ResponseCode
 from codec.command import RemotingCommand
 
 from ..config import Config
-from ..topics import RETRY_PREFIX, TopicTable
+from ..topics import RETRY_PREFIX, TopicTable, check_name
 
 # MQVersion ordinal of 4.9.4: clients from here on (and any asking acceptStandardJsonOnly) get
 # standard JSON routes; older ones, and Go (version 317), get fastjson's unquoted broker ids.
@@ -27,7 +27,8 @@ class NameServer:
 
     def route(self, request: RemotingCommand, header, conn) -> RemotingCommand:
         topic = self.topics.get(header.topic)
-        if topic is None and header.topic.startswith(RETRY_PREFIX) and self.config.auto_create_group:
+        if (topic is None and header.topic.startswith(RETRY_PREFIX) and self.config.auto_create_group
+                and check_name(header.topic) is None):
             # A consumer asks for its retry topic's route before its first heartbeat creates it;
             # answering 17 leaves its retry queue unassigned for a 30 s route poll.
             topic = self.topics.ensure(header.topic)

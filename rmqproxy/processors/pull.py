@@ -28,7 +28,7 @@ from ..config import Config
 from ..hold import WAKE_DISCONNECT, WAKE_NONE, HeldPull, HoldService, always
 from ..holdlog import PullEvent
 from ..store import GetResult, GetStatus, MessageStore, TagFilter
-from ..topics import TopicTable
+from ..topics import TopicTable, check_group_name
 
 SYSFLAG_COMMIT_OFFSET = 0x1
 SYSFLAG_SUSPEND = 0x2
@@ -94,6 +94,11 @@ class PullProcessor:
         return outcome
 
     def _serve(self, request: RemotingCommand, header, conn, arrived: float) -> RemotingCommand | defer.Deferred:
+        if check_group_name(header.consumer_group) is not None:
+            return request.response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{header.consumer_group}] does not exist",
+            )
         topic = self.topics.get(header.topic)
         if topic is None:
             return request.response(
@@ -146,6 +151,12 @@ class PullProcessor:
             self.store.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
         not_found = response_code(result.status, header.queue_offset) == ResponseCode.PULL_NOT_FOUND
         if not_found and sys_flag & SYSFLAG_SUSPEND:
+            if self.holds.conn_full(conn):
+                return request.response(
+                    ResponseCode.SYSTEM_BUSY,
+                    f"this connection already holds {self.holds.max_held_per_conn} pulls "
+                    "(maxHeldPullsPerConnection); try again later",
+                )
             held = self._hold(request, header, conn, read, tag_filter, arrived)
             if held is not None:
                 return held
@@ -159,7 +170,7 @@ class PullProcessor:
     def _hold(self, request, header, conn, read, tag_filter, arrived: float):
         """Hold the pull until something matching arrives or its deadline; None if not held."""
         if self.config.long_polling:
-            timeout_s = max(0, header.suspend_timeout_millis) / 1000
+            timeout_s = min(max(0, header.suspend_timeout_millis), self.config.max_pull_suspend_ms) / 1000
         else:
             timeout_s = self.config.short_polling_ms / 1000
         d: defer.Deferred = defer.Deferred()

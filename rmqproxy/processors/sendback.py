@@ -15,7 +15,7 @@ from codec.command import RemotingCommand
 from codec.message import Message
 
 from ..store import MessageStore, PutResult
-from ..topics import TopicTable, dlq_topic, retry_topic
+from ..topics import TopicTable, check_group_name, dlq_topic, retry_topic
 from .send import DEFAULT_MAX_RECONSUME_TIMES
 
 
@@ -31,6 +31,10 @@ class SendBackProcessor:
         self.topics = topics
 
     def send_back(self, request: RemotingCommand, header, conn) -> RemotingCommand | defer.Deferred:
+        if check_group_name(header.group) is not None:
+            return request.response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {header.group}"
+            )
         retry = retry_topic(header.group)
         self.topics.ensure(retry)
         original = self.store.look_message(header.offset)

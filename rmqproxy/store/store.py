@@ -350,7 +350,12 @@ class MessageStore:
         if len(topic) > 42:  # only long topics can exceed 127 UTF-8 bytes
             msg.magic = MAGIC_V1 if len(topic.encode()) <= 127 else MAGIC_V2
         key = (topic, msg.queue_id)
-        cq = self._queues.get(key) or self._queue(topic, msg.queue_id)
+        cq = self._queues.get(key)
+        if cq is None:
+            try:
+                cq = self._queue(topic, msg.queue_id)
+            except ValueError as exc:
+                return self._failed(PutStatus.MESSAGE_ILLEGAL, str(exc))
         offset = self._next_offset.get(key)
         if offset is None:
             offset = cq.max_offset
@@ -398,7 +403,12 @@ class MessageStore:
             msg.body_crc = None
             msg.magic = MAGIC_V1 if len(msg.topic.encode()) <= 127 else MAGIC_V2
         key = (msgs[0].topic, msgs[0].queue_id)
-        cq = self._queues.get(key) or self._queue(*key)
+        cq = self._queues.get(key)
+        if cq is None:
+            try:
+                cq = self._queue(*key)
+            except ValueError as exc:
+                return self._failed(PutStatus.MESSAGE_ILLEGAL, str(exc))
         offset = self._next_offset.get(key, cq.max_offset)
         records = []
         try:
@@ -673,12 +683,22 @@ class MessageStore:
         cq = self._queues.get(key)
         if cq is None:
             cq = ConsumeQueue(
-                self.root / "consumequeue" / topic / str(queue_id),
+                self._queue_dir(topic, queue_id),
                 self.config.mapped_file_size_consume_queue_entries,
                 self._allocate,
             )
             self._queues[key] = cq
         return cq
+
+    def _queue_dir(self, topic: str, queue_id: int) -> Path:
+        """``consumequeue/<topic>/<queue>``, refused (ValueError) unless it lies right under the
+        store's consume-queue folder: names are validated where they enter, and this is the
+        defence behind that, so no name can create a file outside the store."""
+        top = (self.root / "consumequeue").resolve()
+        directory = (top / topic / str(queue_id)).resolve()
+        if directory.parent.parent != top or queue_id < 0:
+            raise ValueError(f"refusing a consume queue outside the store: topic {topic!r}, queue {queue_id}")
+        return directory
 
     def queues(self) -> list[tuple[str, int]]:
         return sorted(self._queues)

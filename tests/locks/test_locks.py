@@ -11,6 +11,7 @@ from codec.codes import RequestCode as C
 from rmqproxy.locks import LockManager
 
 from ..server.harness import Client, make_server
+from ..server.test_broker import send
 
 Q = [MessageQueue("T", "rmqproxy-a", i) for i in range(4)]
 
@@ -124,6 +125,7 @@ def test_lock_requests_are_counted_by_outcome() -> None:
 def test_lock_and_unlock_over_the_wire_and_the_handoff_notice(tmp_path) -> None:
     server, reactor = make_server(tmp_path, lock_release_on_disconnect="immediate")
     a, b = Client(server, "a@1"), Client(server, "b@1")
+    send(a, "T")  # creates T with 4 queues: only real queues are locked
     a.heartbeat("og", {"T": "*"})
     b.heartbeat("og", {"T": "*"})
     request = LockBatchRequestBody("og", "a@1", None, Q[:2])

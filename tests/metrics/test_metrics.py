@@ -87,6 +87,7 @@ def test_lock_metrics(tmp_path) -> None:
     server, reactor = make_server(tmp_path, lock_release_on_disconnect="immediate")
     a, b = Client(server, "a@1"), Client(server, "b@1")
     mq = [MessageQueue("T", "rmqproxy-a", 0)]
+    send(a, "T")  # only queues of existing topics are locked
     a.call(C.LOCK_BATCH_MQ, body=LockBatchRequestBody("og", "a@1", None, mq).to_json())
     b.call(C.LOCK_BATCH_MQ, body=LockBatchRequestBody("og", "b@1", None, mq).to_json())
     r = server.registry

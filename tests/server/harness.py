@@ -30,6 +30,7 @@ class FakeReactor(task.Clock):
         self.advance(1_700_000_000.0)  # store timestamps come from this clock
         self.thread_calls: queue.SimpleQueue = queue.SimpleQueue()
         self.listening: list[tuple[str, int]] = []  # (interface, port)
+        self.backlogs: list[int] = []  # the listen backlog of each port
 
     def callFromThread(self, fn, *args, **kwargs) -> None:
         self.thread_calls.put((fn, args, kwargs))
@@ -46,8 +47,9 @@ class FakeReactor(task.Clock):
         except queue.Empty:
             return ran
 
-    def listenTCP(self, port: int, factory: Any, interface: str = "") -> Any:
+    def listenTCP(self, port: int, factory: Any, backlog: int = 50, interface: str = "") -> Any:
         self.listening.append((interface, port))
+        self.backlogs.append(backlog)
         factory.doStart()
         return _Port(interface, port)
 

@@ -1,0 +1,101 @@
+"""Bounds one client cannot push past to hurt the others (issue 24): held pulls per connection, the
+hold a pull may ask for, the listen backlog; and broker.conf keys that promise protection
+rmqproxy does not give stop startup instead of being ignored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from twisted.logger import globalLogPublisher
+
+from codec.codes import ResponseCode as R
+from codec.headers import PullMessageResponseHeader
+from rmqproxy.cli import main
+from rmqproxy.config import load
+
+from ..server.harness import Client, make_server
+from ..server.test_broker import pull, send
+
+SUSPEND = 0x2
+
+
+def test_one_connection_cannot_take_every_held_pull(tmp_path) -> None:
+    server, reactor = make_server(tmp_path, max_held_pulls=100, max_held_pulls_per_connection=3)
+    try:
+        hog, other = Client(server, "hog@1"), Client(server, "other@1")
+        send(hog, "T")
+        held = [pull(hog, "T", 1, sys_flag=SUSPEND, suspend_timeout_millis=15000) for _ in range(3)]
+        refused = hog.answer(pull(hog, "T", 1, sys_flag=SUSPEND, suspend_timeout_millis=15000))
+        assert refused.code == R.SYSTEM_BUSY and "maxHeldPullsPerConnection" in refused.remark
+        assert all(hog.answer(o) is None for o in held) and server.holds.count == 3
+        # another consumer's long poll still waits its full suspend, then gets PULL_NOT_FOUND
+        opaque = pull(other, "T", 1, sys_flag=SUSPEND, suspend_timeout_millis=15000)
+        reactor.advance(14.999)
+        assert other.answer(opaque) is None
+        reactor.advance(0.001)
+        assert other.answer(opaque).code == R.PULL_NOT_FOUND
+    finally:
+        server.stop()
+
+
+def test_the_hold_a_pull_asks_for_is_cut_to_the_cap(tmp_path) -> None:
+    server, reactor = make_server(tmp_path, max_pull_suspend_ms=30_000)
+    try:
+        client = Client(server)
+        send(client, "T")
+        opaque = pull(client, "T", 1, sys_flag=SUSPEND, suspend_timeout_millis=3_600_000)
+        reactor.advance(29.999)
+        assert client.answer(opaque) is None
+        reactor.advance(0.001)
+        answer = client.answer(opaque)
+        assert (answer.code, PullMessageResponseHeader.from_ext(answer.ext_fields).next_begin_offset) == (
+            R.PULL_NOT_FOUND, 1
+        )  # fmt: skip
+    finally:
+        server.stop()
+
+
+def test_the_listen_backlog_is_server_socket_backlog(tmp_path) -> None:
+    server, reactor = make_server(tmp_path, broker_listen_port=10911)
+    server.stop()
+    assert reactor.backlogs == [1024, 1024]
+    server, reactor = make_server(tmp_path / "b", server_socket_backlog=4096)
+    server.stop()
+    assert reactor.backlogs == [4096]
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["aclEnable=true", "authenticationEnabled=true", "authorizationEnabled = TRUE", "brokerRole=SYNC_MASTER",
+     "brokerRole=SLAVE", "enableDLegerCommitLog=true", "enableControllerMode=true"],
+)
+def test_a_key_promising_protection_stops_startup_naming_it(tmp_path: Path, line: str) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"brokerName=b\n{line}\n")
+    key = line.split("=")[0].strip()
+    with pytest.raises(ValueError, match=key):
+        load(conf)
+    result = CliRunner().invoke(main, ["serve", "-c", str(conf), "--store-path-root-dir", str(tmp_path / "s")])
+    assert result.exit_code != 0 and key in result.output
+    assert not (tmp_path / "s").exists()  # refused before anything was opened
+
+
+@pytest.mark.parametrize("line", ["aclEnable=false", "brokerRole=ASYNC_MASTER", "enableDLegerCommitLog=false"])
+def test_the_same_keys_set_to_what_rmqproxy_does_are_accepted(tmp_path: Path, line: str) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"{line}\n")
+    assert load(conf).extra == dict([line.split("=")])
+
+
+def test_ignored_keys_are_logged_at_start(tmp_path: Path) -> None:
+    events: list[dict] = []
+    globalLogPublisher.addObserver(events.append)
+    try:
+        server, _reactor = make_server(tmp_path, extra={"sendMessageThreadPoolNums": "16", "brokerId": "0"})
+        server.stop()
+    finally:
+        globalLogPublisher.removeObserver(events.append)
+    ignored = [e for e in events if "ignored" in e.get("log_format", "")]
+    assert len(ignored) == 1 and ignored[0]["keys"] == "brokerId, sendMessageThreadPoolNums"
