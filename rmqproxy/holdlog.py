@@ -6,6 +6,11 @@ answer). The reactor thread only serialises an event and appends it to a buffer;
 does the file I/O, so a slow disk never stalls a pull. ``pullLogMode``: ``all`` logs every pull,
 ``held`` only held ones, ``off`` nothing. Lines are written whole; a crash loses at most the
 last flush interval's buffer.
+
+The log never costs the broker: at most ``MAX_QUEUED_BYTES`` wait for the writer (a disk slower
+than the pulls drops the newest chunks), and a failed write (a full disk) drops its chunk and
+the writer goes on. Dropped events are counted (``dropped``, exported as a metric) and each new
+kind of write error is logged once.
 """
 
 from __future__ import annotations
@@ -17,8 +22,13 @@ import threading
 import time
 from pathlib import Path
 
+from twisted.logger import Logger
+
+log = Logger()
+
 FLUSH_EVERY_S = 0.5
 FLUSH_AT_BYTES = 1 << 20
+MAX_QUEUED_BYTES = 64 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,8 +80,12 @@ class HoldLog:
         self._file = ""
         self._last_flush = time.monotonic()
         self._chunks: queue.SimpleQueue = queue.SimpleQueue()
+        self._queued = 0  # bytes handed to the writer and not yet written
+        self._lock = threading.Lock()
+        self._errors_seen: set[str] = set()
         self._writer: threading.Thread | None = None
         self.written = 0
+        self.dropped = 0  # events lost to a full queue or a failed write
         if mode != "off":
             self.directory.mkdir(parents=True, exist_ok=True)
             self._writer = threading.Thread(target=self._write_loop, name="rmqproxy-holdlog", daemon=True)
@@ -92,22 +106,41 @@ class HoldLog:
             self.flush()
 
     def flush(self) -> None:
-        """Hand the buffered lines to the writer thread."""
+        """Hand the buffered lines to the writer thread (or drop them if it is too far behind)."""
         self._last_flush = time.monotonic()
         if self._buffer:
-            self._chunks.put((self.directory / self._file, "".join(self._buffer).encode()))
+            data = "".join(self._buffer).encode()
+            lines = len(self._buffer)
             self._buffer = []
             self._buffered_bytes = 0
+            with self._lock:
+                if self._queued + len(data) > MAX_QUEUED_BYTES:
+                    self.dropped += lines
+                    return
+                self._queued += len(data)
+            self._chunks.put((self.directory / self._file, data, lines))
 
     def _write_loop(self) -> None:
         while True:
             item = self._chunks.get()
             if item is None:
                 return
-            path, data = item
-            with open(path, "ab") as f:
-                f.write(data)
-            self.written += data.count(b"\n")
+            path, data, lines = item
+            try:
+                with open(path, "ab") as f:
+                    f.write(data)
+                self.written += lines
+            except OSError as exc:
+                with self._lock:
+                    self.dropped += lines
+                kind = f"{type(exc).__name__} {exc.errno}"
+                if kind not in self._errors_seen:
+                    self._errors_seen.add(kind)
+                    log.warn("pull log: cannot write {path} ({error}); its events are dropped and counted",
+                             path=path, error=exc)  # fmt: skip
+            finally:
+                with self._lock:
+                    self._queued -= len(data)
 
     def close(self) -> None:
         """Flush and wait for the writer (shutdown)."""

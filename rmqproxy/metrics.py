@@ -329,9 +329,11 @@ class LiveState:
     """Collector reading live tables at scrape time (STYLE.md: no drifting inc/dec gauges)."""
 
     def __init__(
-        self, metrics: Metrics, *, holds: Any, locks: Any, clients: Any, lag: Callable[[], Iterable]
+        self, metrics: Metrics, *, holds: Any, locks: Any, clients: Any, lag: Callable[[], Iterable],
+        pull_log: Any = None,
     ) -> None:
         self.metrics = metrics
+        self.pull_log = pull_log
         self.holds = holds
         self.locks = locks
         self.clients = clients
@@ -351,6 +353,12 @@ class LiveState:
             "rmqproxy_held_pulls_limit", "maxHeldPulls: past it pulls are answered at once instead of held.",
             value=self.holds.max_held,
         )  # fmt: skip
+
+        if self.pull_log is not None:
+            yield CounterMetricFamily(
+                "rmqproxy_pull_log_dropped", "Pull events the event log dropped (writer behind, or a failed write).",
+                value=self.pull_log.dropped,
+            )  # fmt: skip
 
         requests = CounterMetricFamily(
             "rmqproxy_lock_requests", "Lock and unlock requests by outcome.", labels=["consumer_group", "op", "outcome"]

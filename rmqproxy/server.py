@@ -123,7 +123,8 @@ class Server:
         sendback = SendBackProcessor(self.store, self.topics)
         admin = AdminProcessor(config, self.store, self.topics, self.clients)
         self.registry.register(
-            LiveState(self.metrics, holds=self.holds, locks=self.locks, clients=self.clients, lag=self._lag)
+            LiveState(self.metrics, holds=self.holds, locks=self.locks, clients=self.clients, lag=self._lag,
+                      pull_log=self.hold_log)
         )
         self.dispatcher = Dispatcher({
             C.GET_ROUTEINFO_BY_TOPIC: names.route,

@@ -107,3 +107,35 @@ def test_log_files_rotate_by_utc_hour(tmp_path) -> None:
     log.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pulls-20231114-22.jsonl", "pulls-20231114-23.jsonl"]
     assert len((tmp_path / "pulls-20231114-22.jsonl").read_text().splitlines()) == 2
+
+
+def _event(ts_ms: int) -> PullEvent:
+    return PullEvent(ts_ms, ts_ms, "cg", "T", 0, "c@1", "10.0.0.5:1", 0, 32, 15000, False, 0.0, 1.0, 1.0, "none",
+                     "long", "PULL_NOT_FOUND", 0, 0, 0, 0)  # fmt: skip
+
+
+def test_a_failed_write_drops_its_events_counts_them_and_the_writer_goes_on(tmp_path) -> None:
+    log = HoldLog(tmp_path / "logs")
+    first, second = 1_700_000_000_000, 1_700_000_000_000 + 3_600_000  # two UTC hours: two files
+    (tmp_path / "logs" / log_file_name(first)).mkdir()  # writing this "file" fails (a directory)
+    for ts in (first, first, second):
+        log(_event(ts))
+    log.close()
+    assert (log.dropped, log.written) == (2, 1)
+    assert len((tmp_path / "logs" / log_file_name(second)).read_text().splitlines()) == 1
+
+
+def test_events_past_the_writers_queue_bound_are_dropped_and_counted(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr("rmqproxy.holdlog.MAX_QUEUED_BYTES", 10)  # any chunk is more than the writer may owe
+    log = HoldLog(tmp_path / "logs")
+    log(_event(1_700_000_000_000))
+    log.flush()
+    log.close()
+    assert (log.dropped, log.written) == (1, 0)
+
+
+def test_dropped_pull_events_are_exported(tmp_path) -> None:
+    server, _reactor = make_server(tmp_path)
+    server.hold_log.dropped = 3
+    assert server.registry.get_sample_value("rmqproxy_pull_log_dropped_total") == 3
+    server.stop()

@@ -1,0 +1,64 @@
+"""Config files are written whole or not at all, and a damaged one falls back to its previous
+version (issue 24: a short write on a full disk once replaced topics.json with half a file, and
+the next start failed)."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from rmqproxy.store import files
+from rmqproxy.store.files import backup_of, read_json, write_json_atomic
+
+
+def test_a_short_write_is_continued_until_the_file_is_whole(tmp_path: Path, monkeypatch) -> None:
+    real_write = os.write
+
+    def dribble(fd: int, data) -> int:  # a kernel may write less than asked
+        return real_write(fd, bytes(data[:7]))
+
+    monkeypatch.setattr(files.os, "write", dribble)
+    value = {"topic": {"readQueueNums": 8, "writeQueueNums": 8, "perm": 6}, "pad": "x" * 100}
+    write_json_atomic(tmp_path / "topics.json", value)
+    monkeypatch.undo()
+    assert read_json(tmp_path / "topics.json", None) == value
+
+
+def test_a_full_disk_leaves_the_old_file_whole(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "topics.json"
+    write_json_atomic(path, {"old": 1})
+    real_write = os.write
+    calls = []
+
+    def fill_up(fd: int, data) -> int:
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, bytes(data[:5]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files.os, "write", fill_up)
+    with pytest.raises(OSError, match="No space"):
+        write_json_atomic(path, {"new": "x" * 1000})
+    monkeypatch.undo()
+    assert read_json(path, None) == {"old": 1}
+    assert not path.with_name("topics.json.tmp").exists()
+
+
+def test_a_damaged_file_is_read_from_its_previous_version(tmp_path: Path) -> None:
+    path = tmp_path / "consumerOffset.json"
+    write_json_atomic(path, {"v": 1})
+    write_json_atomic(path, {"v": 2})
+    assert read_json(backup_of(path), None) == {"v": 1}
+    path.write_bytes(b'{"v": 2, "trunc')  # damaged behind our back
+    assert read_json(path, None) == {"v": 1}
+
+
+def test_a_damaged_file_without_a_readable_backup_stops_the_start(tmp_path: Path) -> None:
+    path = tmp_path / "topics.json"
+    path.write_bytes(b'{"T": {"perm"')
+    with pytest.raises(ValueError, match="topics.json is not valid JSON"):
+        read_json(path, {})
+    assert read_json(tmp_path / "absent.json", {"d": 0}) == {"d": 0}
