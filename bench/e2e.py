@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
         "messages": args.messages, "threads": args.threads,
     }  # fmt: skip
     with RunningServer(broker_conf=conf, message_delay_level=None) as server, Scraper(metrics_port, args.no_metrics):
-        report.update(measure(classpath, server.namesrv, server._proc.pid, args.messages, args.threads))
+        report.update(measure(classpath, server.namesrv, server.pid, args.messages, args.threads))
     report["reference_apache_4_9_7"] = {"send_msgs_per_s": 22300, "send_p99_ms": 4.5, "drain_msgs_per_s": 145000}
     if args.reference:
         report["reference_measured_now"] = measure_reference(classpath, args.messages, args.threads)

@@ -8,6 +8,13 @@ A thin adapter over the sans-IO codec. Invariants:
   None) is written back unless the request was oneway or the connection has gone.
 - The server's own requests (NOTIFY_CONSUMER_IDS_CHANGED, GET_CONSUMER_RUNNING_INFO) use this
   connection's opaque counter; responses are matched by opaque and time out on the given clock.
+- Back-pressure: the connection is its transport's streaming producer. Once more of its replies
+  wait to be sent than the kernel's socket buffer and Twisted's ``bufferSize`` (64 KiB) hold (the
+  peer is not reading), Twisted pauses it and it stops reading the socket; frames already read
+  wait unhandled until the replies have drained.
+  The replies of one read are flushed early once they pass ``REPLY_FLUSH_BYTES``, so a pipelined
+  burst of large answers meets that bound while it is being handled. A peer that stops reading
+  therefore costs the server a bounded buffer, never memory that grows with what it sends.
 """
 
 from __future__ import annotations
@@ -33,6 +40,9 @@ log = Logger()
 Handler = Callable[[RemotingCommand, "Connection"], Any]
 
 _ids = itertools.count(1)
+
+#: Replies of one read leave early once they pass this size (see the module doc).
+REPLY_FLUSH_BYTES = 256 * 1024
 
 
 class RequestTimeout(Exception):
@@ -64,6 +74,9 @@ class Connection(Protocol):
         self._opaque = itertools.count(1)
         self._pending: dict[int, tuple[defer.Deferred, Any]] = {}
         self._replies: list[bytes] | None = None  # replies made while a read is handled
+        self._reply_bytes = 0  # their size
+        self.paused = False  # the peer is not reading its replies: neither are we reading it
+        self._waiting: list[bytes] = []  # frames read but not handled while paused
 
     def __repr__(self) -> str:
         return f"<Connection {self.id} {self.remote} {self.client_id}>"
@@ -76,6 +89,31 @@ class Connection(Protocol):
         peer = self.transport.getPeer()
         self.remote = f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', 0)}"
         self.connected = True
+        if hasattr(self.transport, "registerProducer"):
+            self.transport.registerProducer(self, True)  # Twisted pauses us when replies pile up
+
+    # --- IPushProducer: the transport's write buffer drives our reading -------------------
+
+    def pauseProducing(self) -> None:
+        """Replies are piling up unread: stop reading the peer."""
+        if not self.paused:
+            self.paused = True
+            log.debug("pausing {conn}: its replies are not being read", conn=self)
+            self.transport.pauseProducing()
+
+    def resumeProducing(self) -> None:
+        """The replies have drained: handle the frames that waited, then read again."""
+        if not self.paused or not self.connected:
+            return
+        self.paused = False
+        waiting, self._waiting = self._waiting, []
+        if waiting:
+            self._handle(waiting)
+        if not self.paused:
+            self.transport.resumeProducing()
+
+    def stopProducing(self) -> None:
+        self._waiting = []
 
     def dataReceived(self, data: bytes) -> None:
         try:
@@ -83,10 +121,21 @@ class Connection(Protocol):
         except CodecError as exc:
             self._protocol_error(exc)
             return
+        if self.paused:  # the transport may still deliver what it had read
+            self._waiting += payloads
+            return
+        self._handle(payloads)
+
+    def _handle(self, payloads: list[bytes]) -> None:
+        """Dispatch frames in order; stop at a pause, keeping the rest for ``resumeProducing``."""
         self._replies = replies = []
+        self._reply_bytes = 0
         try:
-            for payload in payloads:
+            for i, payload in enumerate(payloads):
                 if not self.connected:
+                    return
+                if self.paused:
+                    self._waiting = payloads[i:] + self._waiting
                     return
                 try:
                     command = RemotingCommand.decode(payload)
@@ -139,6 +188,12 @@ class Connection(Protocol):
             replies.append(header)
             if body:
                 replies.append(body)
+            self._reply_bytes += len(header) + len(body)
+            if self._reply_bytes > REPLY_FLUSH_BYTES:  # a burst of large answers: let them meet the bound now
+                early = replies[:]
+                replies.clear()
+                self._reply_bytes = 0
+                self._flush_replies(early)
         elif body:
             self.transport.writeSequence((header, body))
         else:

@@ -191,6 +191,13 @@ class RunningServer(ScratchServer):
         return self.namesrv
 
     @property
+    def pid(self) -> int:
+        """The serving process's id (for CPU and memory figures)."""
+        if self._proc is None:
+            raise ServerError("the server is not running")
+        return self._proc.pid
+
+    @property
     def command(self) -> list[str]:
         cmd = [
             sys.executable, "-m", "rmqproxy.cli", "serve",

@@ -103,3 +103,48 @@ def test_test_doubles_without_a_socket_get_every_reply_through_write() -> None:
     conn = _connection(transport, _echo)
     conn.dataReceived(_requests(1, 2))
     assert _opaques(transport.value()) == [1, 2]
+
+
+class PausingTransport(SocketTransport):
+    """Twisted's rule for a streaming producer: past ``bufferSize`` queued bytes, pause it; once
+    everything queued has been sent (``drain``), resume it. The socket takes nothing."""
+
+    bufferSize = 64 * 1024
+
+    def __init__(self) -> None:
+        super().__init__(room=0)
+
+    def write(self, data: bytes) -> None:
+        super().write(data)
+        if self.producer is not None and len(self.value()) > self.bufferSize:
+            self.producer.pauseProducing()
+
+    def drain(self) -> bytes:
+        sent = self.value()
+        self.clear()
+        self.producer.resumeProducing()
+        return sent
+
+
+def test_a_paused_connection_keeps_what_it_read_and_handles_it_in_order_on_resume() -> None:
+    transport = PausingTransport()
+    conn = _connection(transport, _echo)
+    conn.pauseProducing()
+    assert transport.producerState == "paused"  # the socket is no longer read
+    conn.dataReceived(_requests(1, 2))
+    conn.dataReceived(_requests(3))
+    assert transport.value() == b""
+    conn.resumeProducing()
+    assert _opaques(transport.value()) == [1, 2, 3] and transport.producerState == "producing"
+
+
+def test_a_burst_of_large_replies_pauses_mid_read_and_loses_nothing() -> None:
+    transport = PausingTransport()
+    conn = _connection(transport, _echo)
+    conn.dataReceived(_requests(*range(1, 11), body=bytes(100_000)))  # 1 MB of replies, nobody reading
+    assert conn.paused and len(transport.value()) < 400_000  # flushed early, then stopped
+    seen = []
+    while conn.paused:
+        seen += _opaques(transport.drain())
+    seen += _opaques(transport.value())
+    assert seen == list(range(1, 11))
