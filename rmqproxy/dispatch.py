@@ -19,6 +19,8 @@ from codec.command import RemotingCommand
 from codec.errors import CodecError
 from codec.headers import REQUEST_HEADERS
 
+from .rejects import BAD_REQUEST, UNSUPPORTED_CODE
+
 log = Logger()
 
 RequestHandler = Callable[[RemotingCommand, Any, Any], Any]
@@ -32,8 +34,10 @@ class Dispatcher:
         clock: Any = None,
         on_answer: Callable[[int, int, float], None] | None = None,
         unmeasured: frozenset[int] = frozenset(),
+        on_reject: Callable[..., None] | None = None,
     ) -> None:
         self.handlers = dict(handlers)
+        self.on_reject = on_reject if on_reject is not None else _log_reject
         self.clock = clock
         self.on_answer = on_answer
         self.unmeasured = unmeasured  # codes that report their own latency (pulls)
@@ -56,6 +60,8 @@ class Dispatcher:
     def _dispatch(self, request: RemotingCommand, connection: Any) -> Any:
         handler = self.handlers.get(request.code)
         if handler is None:
+            self.on_reject(UNSUPPORTED_CODE, "unsupported request code {code} from {conn}",
+                           code=request.code, conn=connection)  # fmt: skip
             return request.response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
             )
@@ -64,5 +70,11 @@ class Dispatcher:
             header = codec.decode(request.ext_fields) if codec is not None else None
             return handler(request, header, connection)
         except CodecError as exc:
-            log.info("bad request {code} from {conn}: {error}", code=request.code, conn=connection, error=exc)
+            self.on_reject(BAD_REQUEST, "bad request {code} from {conn}: {error}",
+                           code=request.code, conn=connection, error=exc)  # fmt: skip
             return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+
+
+def _log_reject(reason: str, fmt: str, **fields: Any) -> None:
+    """Without a ``Rejections`` (tests that build a bare dispatcher): log each one."""
+    log.info(fmt, reason=reason, **fields)

@@ -330,10 +330,11 @@ class LiveState:
 
     def __init__(
         self, metrics: Metrics, *, holds: Any, locks: Any, clients: Any, lag: Callable[[], Iterable],
-        pull_log: Any = None,
+        pull_log: Any = None, rejections: Any = None,
     ) -> None:
         self.metrics = metrics
         self.pull_log = pull_log
+        self.rejections = rejections
         self.holds = holds
         self.locks = locks
         self.clients = clients
@@ -354,6 +355,13 @@ class LiveState:
             value=self.holds.max_held,
         )  # fmt: skip
 
+        if self.rejections is not None:
+            rejected = CounterMetricFamily(
+                "rmqproxy_rejected_requests", "Requests and frames rejected, by reason.", labels=["reason"]
+            )
+            for reason, value in self.rejections.counts.items():
+                rejected.add_metric([reason], value)
+            yield rejected
         if self.pull_log is not None:
             yield CounterMetricFamily(
                 "rmqproxy_pull_log_dropped", "Pull events the event log dropped (writer behind, or a failed write).",

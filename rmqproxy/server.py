@@ -34,6 +34,7 @@ from .processors.namesrv import NameServer
 from .processors.pull import PullProcessor
 from .processors.send import SendProcessor
 from .processors.sendback import SendBackProcessor
+from .rejects import Rejections
 from .store import MessageStore, StoreConfig
 from .topics import TopicTable
 from .transport import Connection
@@ -60,6 +61,7 @@ class _Factory(Factory):
             self.server.reactor,
             max_frame_bytes=self.server.config.max_frame_size,
             on_close=self.server.connection_closed,
+            on_reject=self.server.rejections,
         )
         self.server.connections.add(conn)
         return conn
@@ -99,6 +101,7 @@ class Server:
             default_queues=config.default_topic_queue_nums,
         )
         self.clients = ClientRegistry()
+        self.rejections = Rejections(reactor.seconds)
         self.holds = HoldService(reactor, config.max_held_pulls, config.max_held_pulls_per_connection)
         self.store.add_arrival_listener(
             lambda a: self.holds.arrived(a.topic, a.queue_id, a.queue_offset, a.tags_code)
@@ -124,7 +127,7 @@ class Server:
         admin = AdminProcessor(config, self.store, self.topics, self.clients)
         self.registry.register(
             LiveState(self.metrics, holds=self.holds, locks=self.locks, clients=self.clients, lag=self._lag,
-                      pull_log=self.hold_log)
+                      pull_log=self.hold_log, rejections=self.rejections)
         )
         self.dispatcher = Dispatcher({
             C.GET_ROUTEINFO_BY_TOPIC: names.route,
@@ -164,7 +167,7 @@ class Server:
             C.GET_CONSUMER_RUNNING_INFO: admin.consumer_running_info,
             C.LOCK_BATCH_MQ: locking.lock,
             C.UNLOCK_BATCH_MQ: locking.unlock,
-        }, clock=reactor, on_answer=hooks.on_request,
+        }, clock=reactor, on_answer=hooks.on_request, on_reject=self.rejections,
            unmeasured=frozenset({C.PULL_MESSAGE, C.LITE_PULL_MESSAGE}))  # fmt: skip
         self.ports: list[IListeningPort] = []
         self.connections: set[Connection] = set()

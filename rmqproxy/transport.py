@@ -35,6 +35,8 @@ from codec.command import RemotingCommand
 from codec.errors import CodecError
 from codec.frame import FrameDecoder
 
+from .rejects import BAD_FRAME
+
 log = Logger()
 
 Handler = Callable[[RemotingCommand, "Connection"], Any]
@@ -59,12 +61,14 @@ class Connection(Protocol):
         *,
         max_frame_bytes: int,
         on_close: Callable[[Connection], None] | None = None,
+        on_reject: Callable[..., None] | None = None,
     ) -> None:
         self.id = next(_ids)
         self.handler = handler
         self.clock = clock
         self.decoder = FrameDecoder(max_frame_bytes)
         self.on_close = on_close
+        self.on_reject = on_reject
         self.remote = "unknown"
         self.born_host = None  # the peer as a message's BORNHOST, parsed once (send processor)
         self.client_id = ""
@@ -152,7 +156,10 @@ class Connection(Protocol):
                 self._flush_replies(replies)
 
     def _protocol_error(self, exc: CodecError) -> None:
-        log.warn("closing {conn}: {error}", conn=self, error=exc)
+        if self.on_reject is not None:
+            self.on_reject(BAD_FRAME, "closing {conn}: {error}", conn=self, error=exc)
+        else:
+            log.warn("closing {conn}: {error}", conn=self, error=exc)
         self.connected = False
         self.transport.abortConnection()
 

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 from twisted.logger import globalLogPublisher
 
+from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.headers import PullMessageResponseHeader
 from rmqproxy.cli import main
@@ -99,3 +100,27 @@ def test_ignored_keys_are_logged_at_start(tmp_path: Path) -> None:
         globalLogPublisher.removeObserver(events.append)
     ignored = [e for e in events if "ignored" in e.get("log_format", "")]
     assert len(ignored) == 1 and ignored[0]["keys"] == "brokerId, sendMessageThreadPoolNums"
+
+
+def test_rejected_requests_are_counted_and_logged_at_a_bounded_rate(tmp_path: Path) -> None:
+    server, reactor = make_server(tmp_path)
+    events: list[dict] = []
+    globalLogPublisher.addObserver(events.append)
+    try:
+        client = Client(server)
+        for _ in range(500):
+            assert client.answer(client.send(C.PULL_MESSAGE, ext={})).code == R.SYSTEM_ERROR  # no header fields
+        for _ in range(300):
+            assert client.answer(client.send(9999)).code == R.REQUEST_CODE_NOT_SUPPORTED
+        reactor.advance(60)
+        client.answer(client.send(C.PULL_MESSAGE, ext={}))
+    finally:
+        globalLogPublisher.removeObserver(events.append)
+        server.stop()
+    registry = server.registry
+    assert registry.get_sample_value("rmqproxy_rejected_requests_total", {"reason": "bad_request"}) == 501
+    assert registry.get_sample_value("rmqproxy_rejected_requests_total", {"reason": "unsupported_code"}) == 300
+    logged = [e for e in events if e.get("reason") == "bad_request" and "n" not in e]
+    summary = [e for e in events if e.get("reason") == "bad_request" and "n" in e]
+    assert len(logged) == 11 and [e["n"] for e in summary] == [490]  # 10 a minute, then a count
+    assert len([e for e in events if e.get("reason") == "unsupported_code"]) == 10
