@@ -176,6 +176,7 @@ class Server:
 
     def start(self) -> None:
         self.store.start()
+        self._recover_topics()
         factory = _Factory(self)
         ports = [self.config.listen_port]
         if self.config.broker_listen_port:
@@ -207,6 +208,23 @@ class Server:
             addresses=addresses, advertised=self.config.advertised_address, store=self.config.store_dir,
             flush=self.config.flush_disk_type,
         )  # fmt: skip
+
+    def _recover_topics(self) -> None:
+        """Give every topic the store has queues for a config, should topics.json lack it: its
+        writer runs a moment after a topic is created, so a crash in between would otherwise leave
+        acknowledged messages of an auto-created topic unroutable."""
+        queue_counts: dict[str, int] = {}
+        for topic, queue_id in self.store.queues():
+            queue_counts[topic] = max(queue_counts.get(topic, 0), queue_id + 1)
+        for topic, count in queue_counts.items():
+            if self.topics.get(topic) is None:
+                try:
+                    self.topics.ensure(topic, count)
+                except ValueError as exc:
+                    log.warn("not recovering topic {topic!r} of the store: {error}", topic=topic, error=exc)
+                    continue
+                log.warn("topic {topic} had queues in the store but no config: recovered with {count} queues",
+                         topic=topic, count=count)  # fmt: skip
 
     def connection_closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
@@ -281,6 +299,7 @@ class Server:
         self.holds.shutdown()
         self.hold_log.close()
         self.locks.close()
+        self.topics.close()
         self.store.shutdown()
         log.info("rmqproxy stopped; store flushed")
         self._all_closed = defer.Deferred()

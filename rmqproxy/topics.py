@@ -1,6 +1,8 @@
 """Topic configurations: queue counts and permissions, what routes advertise and sends obey.
 
-Persisted as ``<store>/config/topics.json`` (atomic replace). Built in, as a RocketMQ broker
+Persisted as ``<store>/config/topics.json`` (atomic replace) by a writer thread, so creating
+topics (a heartbeat may name thousands of groups, each with a retry topic) never writes a file on
+the reactor thread. Built in, as a RocketMQ broker
 has them: ``TBW102`` (the auto-create template, perm 7 = readable, writable, inheritable while
 auto-create is on), ``SCHEDULE_TOPIC_XXXX``, ``SELF_TEST_TOPIC``, ``OFFSET_MOVED_EVENT`` and
 topics named after the cluster and the broker. Retry and DLQ topics get 1 queue, perm 6.
@@ -10,10 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import threading
 from pathlib import Path
 
 from .store.delay import SCHEDULE_TOPIC
-from .store.files import read_json, write_json_atomic
+from .store.files import JsonWriter, read_json
 
 PERM_PRIORITY = 8
 PERM_READ = 4
@@ -102,6 +105,8 @@ class TopicTable:
         for config in builtin:
             self.topics[config.name] = config
         self.system_topics = {c.name for c in builtin}
+        self._lock = threading.Lock()  # the writer thread snapshots what the reactor thread changes
+        self._writer = JsonWriter(path, self._snapshot, "rmqproxy-topics-writer")
 
     def get(self, topic: str) -> TopicConfig | None:
         return self.topics.get(topic)
@@ -112,14 +117,18 @@ class TopicTable:
         problem = check_name(config.name)
         if problem is not None:
             raise ValueError(problem)
-        self.topics[config.name] = config
-        self._save()
+        with self._lock:
+            self.topics[config.name] = config
+        self._writer.changed()
         return config
 
     def delete(self, topic: str) -> bool:
-        if topic in self.system_topics or self.topics.pop(topic, None) is None:
+        if topic in self.system_topics:
             return False
-        self._save()
+        with self._lock:
+            if self.topics.pop(topic, None) is None:
+                return False
+        self._writer.changed()
         return True
 
     def create_on_send(self, topic: str, default_topic: str, requested_queues: int) -> TopicConfig | None:
@@ -137,13 +146,18 @@ class TopicTable:
         config = self.topics.get(topic)
         return config if config is not None else self.put(TopicConfig(topic, queues, queues, perm))
 
-    def _save(self) -> None:
-        data = {
-            name: {k: v for k, v in dataclasses.asdict(c).items() if k != "name"}
-            for name, c in self.topics.items()
-            if name not in self.system_topics
+    def _snapshot(self) -> dict:
+        with self._lock:
+            topics = list(self.topics.values())
+        return {
+            c.name: {k: v for k, v in dataclasses.asdict(c).items() if k != "name"}
+            for c in topics
+            if c.name not in self.system_topics
         }
-        write_json_atomic(self.path, data)
+
+    def close(self) -> None:
+        """Write what is pending and stop the writer (shutdown)."""
+        self._writer.close()
 
 
 def retry_topic(group: str) -> str:

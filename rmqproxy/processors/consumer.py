@@ -7,8 +7,10 @@ Membership changes notify every remaining member of the group with NOTIFY_CONSUM
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
+from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
 
 from codec.bodies import GetConsumerListByGroupResponseBody, HeartbeatData
@@ -28,6 +30,7 @@ from ..store import MessageStore
 from ..topics import TopicTable, check_group_name, retry_topic
 
 VERSION_3_0_7 = 24  # MQVersion.V3_0_7_SNAPSHOT ordinal: older clients cannot take notifications
+HEARTBEAT_SLICE = 100  # groups a heartbeat registers per reactor turn
 
 
 class ConsumerProcessor:
@@ -48,19 +51,43 @@ class ConsumerProcessor:
 
     # --- clients ----------------------------------------------------------------------------
 
-    def heartbeat(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+    def heartbeat(self, request: RemotingCommand, header, conn) -> RemotingCommand | defer.Deferred:
+        """Register the heartbeat's groups. A heartbeat naming more than ``HEARTBEAT_SLICE`` groups
+        is registered a slice per reactor turn, answered once all are in, so other clients are
+        served in between (2,000 groups in one heartbeat once held the reactor for seconds)."""
         data = valid_heartbeat(HeartbeatData.from_json(request.body))
         conn.client_id = data.client_id or conn.client_id
         conn.language = getattr(request.language, "name", str(request.language))
         conn.version = request.version
         info = ClientInfo(conn.client_id, conn.language, conn.version, conn.remote, int(self.clock.seconds() * 1000))
         conn.last_heartbeat = self.clock.seconds()
+        consumers = data.consumer_data_set
+        if len(consumers) <= HEARTBEAT_SLICE:
+            self._register(conn, info, data)
+            return request.response(ResponseCode.SUCCESS)
+        done: defer.Deferred = defer.Deferred()
+
+        def register_from(start: int) -> None:
+            if not conn.connected:  # its groups were already dropped: register nothing more
+                done.callback(None)
+                return
+            part = dataclasses.replace(data, consumer_data_set=consumers[start:start + HEARTBEAT_SLICE],
+                                       producer_data_set=data.producer_data_set if start == 0 else [])  # fmt: skip
+            self._register(conn, info, part)
+            if start + HEARTBEAT_SLICE < len(consumers):
+                self.clock.callLater(0, register_from, start + HEARTBEAT_SLICE)
+            else:
+                done.callback(request.response(ResponseCode.SUCCESS))
+
+        register_from(0)
+        return done
+
+    def _register(self, conn, info: ClientInfo, data: HeartbeatData) -> None:
         for consumer in data.consumer_data_set:
-            if consumer.group_name and consumer.message_model != "BROADCASTING":
+            if consumer.message_model != "BROADCASTING":
                 self.topics.ensure(retry_topic(consumer.group_name))
         for group in self.clients.heartbeat(conn, info, data):
             self.notify_group(group)
-        return request.response(ResponseCode.SUCCESS)
 
     def unregister(self, request: RemotingCommand, header, conn) -> RemotingCommand:
         if header.consumer_group and self.on_unregister is not None:

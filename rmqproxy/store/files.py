@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +79,51 @@ def read_json(path: Path, default: Any) -> Any:
         raise ValueError(f"{damage} and {backup} cannot be read either") from None
     log.warn("{damage}: using {backup}, its previous version", damage=damage, backup=backup)
     return value
+
+
+class JsonWriter:
+    """Keeps one JSON file up to date off the caller's thread: ``changed()`` only marks it dirty and
+    wakes a writer thread, which takes ``snapshot()`` and writes it whole (changes made meanwhile
+    are coalesced into one write). No fsync then runs on the thread of a request a client can
+    repeat. ``close()`` writes what is pending, on the caller's thread, and stops the writer."""
+
+    def __init__(self, path: Path, snapshot: Callable[[], Any], name: str) -> None:
+        self.path = path
+        self.snapshot = snapshot
+        self.writes = 0
+        self._wake = threading.Condition()
+        self._dirty = False
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def changed(self) -> None:
+        with self._wake:
+            self._dirty = True
+            self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._dirty and not self._closed:
+                    self._wake.wait()
+                if self._closed:
+                    return
+                self._dirty = False
+            self._write()
+
+    def _write(self) -> None:
+        try:
+            write_json_atomic(self.path, self.snapshot())
+            self.writes += 1
+        except OSError as exc:  # a full disk: the next change (or close) tries again
+            with self._wake:
+                self._dirty = True
+            log.warn("cannot write {path}: {error}", path=self.path, error=exc)
+
+    def close(self) -> None:
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        self._thread.join()
+        write_json_atomic(self.path, self.snapshot())
