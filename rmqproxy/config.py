@@ -66,6 +66,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("maxMessageSize", "max_message_size", int, 4 * 1024 * 1024, "largest message body"),
     Setting("messageDelayLevel", "message_delay_level", str, DEFAULT_LEVELS, "delay of levels 1..n"),
     Setting("fileReservedTime", "file_reserved_time_hours", float, 72.0, "hours commit-log segments are kept"),
+    Setting("diskMaxUsedSpaceRatio", "disk_max_used_space_ratio", int, 75,
+            "disk use (%) above which expired segments are deleted at once, not on the 10-minute tick"),
     Setting("mappedFileSizeCommitLog", "commit_log_segment_size", int, 1 << 30, "commit-log segment bytes"),
     Setting("accessMessageInMemoryMaxRatio", "access_message_in_memory_max_ratio", int, 40,
             "percent of RAM whose newest messages count as cached (transfer limits, new-group offsets)"),
@@ -126,6 +128,7 @@ class Config:
     max_message_size: int = 4 * 1024 * 1024
     message_delay_level: str = DEFAULT_LEVELS
     file_reserved_time_hours: float = 72.0
+    disk_max_used_space_ratio: int = 75
     commit_log_segment_size: int = 1 << 30
     access_message_in_memory_max_ratio: int = 40
     pull_log_path: str = ""
@@ -146,8 +149,9 @@ class Config:
                 f"lockReleaseOnDisconnect must be safe or immediate, not {self.lock_release_on_disconnect!r}"
             )
         parse_levels(self.message_delay_level)
-        if not 0 <= self.access_message_in_memory_max_ratio <= 100:
-            raise ValueError("accessMessageInMemoryMaxRatio must be a percentage (0-100)")
+        for name in ("access_message_in_memory_max_ratio", "disk_max_used_space_ratio"):
+            if not 0 <= getattr(self, name) <= 100:
+                raise ValueError(f"{_BY_FIELD[name].key} must be a percentage (0-100)")
         for name in ("listen_port", "broker_listen_port", "metrics_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise ValueError(f"{_BY_FIELD[name].key} must be a port number")

@@ -42,6 +42,7 @@ from .transport import Connection
 log = Logger()
 
 CLIENT_STATS_TIMEOUT_S = 5.0
+DISK_CHECK_INTERVAL_S = 1.0  # how soon a full disk is noticed, and room again
 
 
 def _ignore(*_args: Any) -> None:
@@ -84,6 +85,7 @@ class Server:
                 flush_disk_type=config.flush_disk_type,
                 mapped_file_size_commit_log=config.commit_log_segment_size,
                 access_message_in_memory_max_ratio=config.access_message_in_memory_max_ratio,
+                disk_max_used_space_ratio=config.disk_max_used_space_ratio,
                 max_message_size=config.max_message_size,
                 file_reserved_time_hours=config.file_reserved_time_hours,
                 message_delay_level=config.message_delay_level,
@@ -192,6 +194,7 @@ class Server:
                 self.config.metrics_port, Site(MetricsResource(self.registry)), interface=host
             ))  # fmt: skip
         for interval, fn in ((0.1, self.store.deliver_due), (600.0, self.store.delete_expired),
+                             (DISK_CHECK_INTERVAL_S, self.store.check_disk),
                              (10.0, self._expire_idle_clients), (0.5, self.hold_log.flush),
                              (float(self.config.client_stats_interval_s), self.poll_client_stats)):  # fmt: skip
             loop = task.LoopingCall(fn)

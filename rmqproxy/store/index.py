@@ -60,14 +60,29 @@ class KeyIndex:
         return pending
 
     def write(self, pending: dict[int, bytearray]) -> None:
-        """Append buffered entries to their files and make them durable (flusher thread)."""
-        for base, buf in pending.items():
+        """Append buffered entries to their files and make them durable (flusher thread). Each
+        file written is removed from ``pending``; a failed append (a full disk) is cut back off,
+        so files only ever hold whole entries, and raises with the rest still in ``pending``."""
+        for base in list(pending):
             fd = os.open(self.directory / segment_name(base), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
-                os.write(fd, buf)
-                os.fdatasync(fd)
+                start = os.fstat(fd).st_size
+                try:
+                    view = memoryview(pending[base])
+                    while view:
+                        view = view[os.write(fd, view):]
+                    os.fdatasync(fd)
+                except OSError:
+                    os.ftruncate(fd, start)
+                    raise
             finally:
                 os.close(fd)
+            del pending[base]
+
+    def restore(self, unwritten: dict[int, bytearray]) -> None:
+        """Put entries a failed ``write`` kept back in front of those buffered since (owner thread)."""
+        for base, buf in unwritten.items():
+            self.pending[base] = buf + self.pending.get(base, bytearray())
 
     def lookup(self, topic: str, key: str) -> list[int]:
         """Physical offsets that may hold ``key`` in ``topic``, newest first, without duplicates."""

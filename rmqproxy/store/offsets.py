@@ -86,4 +86,9 @@ class ConsumerOffsets:
         table: dict[str, dict[str, int]] = {}
         for (group, topic, queue_id), offset in snapshot.items():
             table.setdefault(f"{topic}@{group}", {})[str(queue_id)] = offset
-        write_json_atomic(self.path, {"offsetTable": table})
+        try:
+            write_json_atomic(self.path, {"offsetTable": table})
+        except OSError:
+            with self._lock:
+                self._dirty = True  # the next round tries again
+            raise

@@ -21,6 +21,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import enum
+import errno
 import os
 import queue
 import shutil
@@ -30,6 +31,8 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple, Protocol
+
+from twisted.logger import Logger
 
 from codec.errors import MessageError
 from codec.javacompat import string_hash
@@ -55,6 +58,8 @@ from .offsets import ConsumerOffsets
 FLUSH_ASYNC = "ASYNC_FLUSH"
 FLUSH_SYNC = "SYNC_FLUSH"
 
+log = Logger()
+
 
 @dataclasses.dataclass(frozen=True)
 class StoreConfig:
@@ -72,6 +77,7 @@ class StoreConfig:
     max_transfer_bytes_on_message_in_disk: int = 64 * 1024
     max_transfer_count_on_message_in_disk: int = 8
     access_message_in_memory_max_ratio: int = 40
+    disk_max_used_space_ratio: int = 75
     file_reserved_time_hours: float = 72
     message_delay_level: str = DEFAULT_LEVELS
     store_host: HostPort = HostPort("127.0.0.1", 9876)
@@ -219,6 +225,20 @@ class CompletionQueue:
 _SYSFLAG = struct.Struct(">i")
 _TS = struct.Struct(">q")
 
+#: The reference's ``diskSpaceWarningLevelRatio``: above this used share puts are refused.
+DISK_FULL_RATIO = 0.90
+_SPACE_ERRORS = (errno.ENOSPC, errno.EDQUOT)
+
+
+class _Flushed(NamedTuple):
+    """What a flush round made durable, and what it did not."""
+
+    target: int  # the commit log is durable up to here (unless ``log_error``)
+    log_error: OSError | None = None  # the commit log's fsync failed
+    aux_error: OSError | None = None  # a checkpoint-side write failed (queues, index, offsets, checkpoint)
+    unwritten_index: dict | None = None  # index entries to buffer again
+    unflushed_queues: frozenset | set = frozenset()  # consume-queue files to fsync again
+
 
 def _physical_memory() -> int:
     try:
@@ -259,7 +279,9 @@ class MessageStore:
         self._dispatched = 0
         self._dirty_cq: set = set()
         self._flushed = 0
-        self._io_error: OSError | None = None
+        self._io_error: OSError | None = None  # the commit log failed: not writable until a restart
+        self.disk_full: str | None = None  # why puts wait for room; ``check_disk`` clears it
+        self._not_writable: str | None = None  # either of the two, as a put's remark
         self._memory_limit = _physical_memory() * config.access_message_in_memory_max_ratio // 100
         self._flusher: threading.Thread | None = None
         self._owner = threading.get_ident()
@@ -268,6 +290,7 @@ class MessageStore:
         self._started = False
         self._closed = False
         self._delay_offsets_saved: dict[int, int] = {}
+        self._segment_newest: dict[int, int | None] = {}  # full segment base → newest store time
         self.recovered_records = 0
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -317,12 +340,17 @@ class MessageStore:
         self._wake.set()
         if self._flusher is not None:
             self._flusher.join()
-        target, error = self._flush_round(checkpoint=False)
-        self._on_flushed(target, error)  # completes and dispatches every waiting put
-        self._flush_round(checkpoint=True)
-        self.offsets.persist(force=True)
-        write_json_atomic(self.root / "checkpoint", {"physical": self._dispatched, "end": self.commitlog.write_pos})
-        (self.root / "abort").unlink(missing_ok=True)
+        self._on_flushed(self._flush_round(checkpoint=False))  # completes and dispatches every waiting put
+        final = self._flush_round(checkpoint=True)
+        try:
+            if final.log_error is not None or final.aux_error is not None:
+                raise final.log_error or final.aux_error
+            self.offsets.persist(force=True)
+            write_json_atomic(self.root / "checkpoint", {"physical": self._dispatched, "end": self.commitlog.write_pos})
+            (self.root / "abort").unlink(missing_ok=True)
+        except OSError as exc:  # e.g. a full disk: keep ``abort``, so the next start recovers from the log
+            log.error("store: the clean-stop records could not be written ({error}); the next start will "
+                      "recover from the commit log", error=exc)  # fmt: skip
         self._closed = True
         self.commitlog.close()
         for cq in self._queues.values():
@@ -336,8 +364,8 @@ class MessageStore:
 
     def put(self, msg: Message) -> PutTicket:
         """Store one message (fills in its store fields and offsets). The hot path: kept flat."""
-        if self._io_error is not None or not self._started:
-            return self._failed(PutStatus.SERVICE_NOT_AVAILABLE, f"store not writable: {self._io_error}")
+        if self._not_writable is not None or not self._started:
+            return self._failed(PutStatus.SERVICE_NOT_AVAILABLE, self._not_writable or "the store is not running")
         if len(msg.body) > self.config.max_message_size:
             return self._failed(PutStatus.MESSAGE_ILLEGAL, f"message body of {len(msg.body)} bytes is too large")
         now = int(self.clock() * 1000)
@@ -371,7 +399,7 @@ class MessageStore:
             cq.ensure(offset, offset)
             msg.physical_offset = self.commitlog.append(record)
         except OSError as exc:
-            return self._failed(PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot allocate a store file: {exc}")
+            return self._allocation_failed(exc)
         msg.store_size = size
         self._next_offset[key] = offset + 1
         self.put_count += 1
@@ -386,8 +414,8 @@ class MessageStore:
 
     def put_batch(self, msgs: list[Message] | tuple[Message, ...]) -> PutTicket:
         """Store messages of one topic and queue at consecutive queue offsets (one ticket)."""
-        if self._io_error is not None or not self._started:
-            return self._failed(PutStatus.SERVICE_NOT_AVAILABLE, f"store not writable: {self._io_error}")
+        if self._not_writable is not None or not self._started:
+            return self._failed(PutStatus.SERVICE_NOT_AVAILABLE, self._not_writable or "the store is not running")
         now = int(self.clock() * 1000)
         host = self.config.store_host
         limit = self.config.max_message_size
@@ -430,7 +458,7 @@ class MessageStore:
                 msg.physical_offset = append(record)
                 msg.store_size = len(record)
         except OSError as exc:
-            return self._failed(PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot allocate a store file: {exc}")
+            return self._allocation_failed(exc)
         self._next_offset[key] = offset
         self.put_count += len(msgs)
         ticket = PutTicket(PutResult(PutStatus.PUT_OK, list(msgs), host), self.commitlog.write_pos)
@@ -441,6 +469,44 @@ class MessageStore:
             self._dispatch(msgs)
             ticket._complete()
         return ticket
+
+    def _allocation_failed(self, exc: OSError) -> PutTicket:
+        """A put found no disk blocks: a full disk refuses puts until ``check_disk`` finds room
+        (SERVICE_NOT_AVAILABLE, which a producer retries elsewhere); any other error is
+        CREATE_MAPPED_FILE_FAILED for this put only."""
+        if exc.errno in _SPACE_ERRORS:
+            self._set_disk_full(f"the broker's disk is full ({exc.strerror})")
+            return self._failed(PutStatus.SERVICE_NOT_AVAILABLE, self._not_writable or "")
+        return self._failed(PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot allocate a store file: {exc}")
+
+    def _set_disk_full(self, why: str) -> None:
+        if self.disk_full is None:
+            log.warn("store: {why}; sends are refused until there is room, pulls go on", why=why)
+        self.disk_full = why
+        self._update_writable()
+
+    def _update_writable(self) -> None:
+        if self._io_error is not None:
+            self._not_writable = f"the store cannot write: {self._io_error}; restart after fixing the disk"
+        elif self.disk_full is not None:
+            self._not_writable = f"{self.disk_full}; sends resume by themselves once there is room"
+        else:
+            self._not_writable = None
+
+    def check_disk(self) -> float:
+        """Owner thread, periodically: the used share of the store's file system. Above
+        ``disk_max_used_space_ratio`` % expired segments are deleted now (the reference's meaning);
+        above ``DISK_FULL_RATIO`` puts are refused; below it a disk found full takes puts again."""
+        ratio = self.disk_ratio()
+        if ratio * 100 > self.config.disk_max_used_space_ratio and self.delete_expired():
+            ratio = self.disk_ratio()
+        if ratio > DISK_FULL_RATIO:
+            self._set_disk_full(f"the broker's disk is full [{ratio:.1%} used]")
+        elif self.disk_full is not None:
+            log.info("store: the disk has room again ({ratio:.1%} used): sends are taken again", ratio=ratio)
+            self.disk_full = None
+            self._update_writable()
+        return ratio
 
     def _failed(self, status: PutStatus, remark: str) -> PutTicket:
         ticket = PutTicket(PutResult(status, remark=remark, store_host=self.config.store_host))
@@ -520,19 +586,20 @@ class MessageStore:
             if self._stop.is_set():
                 break
             due = time.monotonic() - last_checkpoint >= self.config.checkpoint_interval_ms / 1000
-            target, error = self._flush_round(checkpoint=due)
-            self._post(lambda t=target, e=error: self._on_flushed(t, e))
+            flushed = self._flush_round(checkpoint=due)
+            self._post(lambda f=flushed: self._on_flushed(f))
             if due:
                 last_checkpoint = time.monotonic()
 
-    def _flush_round(self, *, checkpoint: bool) -> tuple[int, OSError | None]:
+    def _flush_round(self, *, checkpoint: bool) -> _Flushed:
         """fsync the commit log up to the written end and return that end (and any error) for
         ``_on_flushed``; with ``checkpoint``, also make consume queues, index and offsets durable
-        and move the checkpoint. Runs on the flush thread, or on the owner at shutdown."""
-        error: OSError | None = None
+        and move the checkpoint. Runs on the flush thread, or on the owner at shutdown. What a
+        failed round did not make durable is handed back, to be tried again next round."""
         snapshot = None
         if checkpoint:
             snapshot = self._snapshot() if self._on_owner() else self._snapshot_from_owner()
+        dispatched, dirty, pending = snapshot if snapshot is not None else (0, set(), {})
         target = self.commitlog.write_pos
         try:
             start = self._flushed - self._flushed % self.commitlog.segment_size
@@ -544,24 +611,27 @@ class MessageStore:
             if dirty_log and self.on_flush is not None:
                 self.on_flush(time.perf_counter() - began)
             self._flushed = target
-            if snapshot is not None:
-                dispatched, dirty, pending = snapshot
-                for segment in dirty:
-                    segment.fsync()
-                for cq in list(self._queues.values()):
-                    cq.files.sync_directory()
-                self.index.write(pending)
-                write_json_atomic(self.root / "checkpoint", {"physical": dispatched})
-                self.offsets.persist()
-                delay_offsets = dict(self._delay_offsets)
-                if delay_offsets != self._delay_offsets_saved:
-                    write_json_atomic(
-                        self.root / "config" / "delayOffset.json", {str(k): v for k, v in delay_offsets.items()}
-                    )
-                    self._delay_offsets_saved = delay_offsets
         except OSError as exc:
-            error = exc
-        return target, error
+            return _Flushed(target, exc, None, pending, dirty)
+        if snapshot is None:
+            return _Flushed(target)
+        try:
+            for segment in dirty:
+                segment.fsync()
+            for cq in list(self._queues.values()):
+                cq.files.sync_directory()
+            self.index.write(pending)
+            write_json_atomic(self.root / "checkpoint", {"physical": dispatched})
+            self.offsets.persist()
+            delay_offsets = dict(self._delay_offsets)
+            if delay_offsets != self._delay_offsets_saved:
+                write_json_atomic(
+                    self.root / "config" / "delayOffset.json", {str(k): v for k, v in delay_offsets.items()}
+                )
+                self._delay_offsets_saved = delay_offsets
+        except OSError as exc:
+            return _Flushed(target, None, exc, pending, dirty)
+        return _Flushed(target)
 
     def _on_owner(self) -> bool:
         return threading.get_ident() == self._owner
@@ -581,14 +651,26 @@ class MessageStore:
         ready.wait(max(self.config.flush_interval_commit_log_ms, 100) / 1000)
         return box[0] if box else None
 
-    def _on_flushed(self, target: int, error: OSError | None) -> None:
-        """Owner thread: complete and dispatch SYNC_FLUSH puts the fsync covered."""
+    def _on_flushed(self, flushed: _Flushed) -> None:
+        """Owner thread: complete and dispatch SYNC_FLUSH puts the fsync covered; note a failed
+        write (a full disk refuses puts until there is room, anything else until a restart) and
+        keep what it left unwritten for the next round."""
         if self._closed:
             return
-        if error is not None and self._io_error is None:
-            self._io_error = error
-        status = PutStatus.FLUSH_DISK_TIMEOUT if error is not None else None
-        while self._waiting and self._waiting[0][0].end <= target:
+        for error in (flushed.log_error, flushed.aux_error):
+            if error is None:
+                continue
+            if error.errno in _SPACE_ERRORS:
+                self._set_disk_full(f"the broker's disk is full ({error.strerror})")
+            elif self._io_error is None:
+                log.error("store: a write failed ({error}): sends are refused until a restart", error=error)
+                self._io_error = error
+                self._update_writable()
+        if flushed.unwritten_index:
+            self.index.restore(flushed.unwritten_index)
+        self._dirty_cq |= flushed.unflushed_queues
+        status = PutStatus.FLUSH_DISK_TIMEOUT if flushed.log_error is not None else None
+        while self._waiting and self._waiting[0][0].end <= flushed.target:
             ticket, msgs = self._waiting.popleft()
             self._dispatch(msgs)
             ticket._complete(status)
@@ -852,11 +934,14 @@ class MessageStore:
         deleted = 0
         segments = self.commitlog.files.ordered()
         for segment in segments[:-1]:
-            newest = self._newest_time_in(segment)
+            newest = self._segment_newest.get(segment.base)
+            if newest is None:  # a full segment never changes: walk it once
+                newest = self._segment_newest[segment.base] = self._newest_time_in(segment)
             if newest is None or now_ms - newest < keep_ms:
                 break
             self.commitlog.files.drop(segment)
             self.index.drop_segment(segment.base)
+            self._segment_newest.pop(segment.base, None)
             deleted += 1
         if deleted:
             phys_min = self.commitlog.min_offset

@@ -62,3 +62,28 @@ def test_a_damaged_file_without_a_readable_backup_stops_the_start(tmp_path: Path
     with pytest.raises(ValueError, match="topics.json is not valid JSON"):
         read_json(path, {})
     assert read_json(tmp_path / "absent.json", {"d": 0}) == {"d": 0}
+
+
+@pytest.mark.parametrize(("error", "recovers"), [(errno.ENOSPC, True), (errno.EIO, False)])
+def test_a_failed_checkpoint_write_refuses_puts_until_room_only_when_the_disk_was_full(
+    tmp_path: Path, error: int, recovers: bool
+) -> None:
+    """A full disk makes puts wait for room (``check_disk`` gives them back); any other write error
+    means the disk cannot be trusted, and puts stay refused until a restart."""
+    from rmqproxy.store import MessageStore, PutStatus
+    from rmqproxy.store.store import _Flushed
+
+    from .conftest import SMALL, msg
+
+    store = MessageStore(tmp_path / "store", SMALL)
+    store.start()
+    try:
+        assert store.put(msg()).result.ok
+        store._on_flushed(_Flushed(store.commitlog.write_pos, None, OSError(error, os.strerror(error))))
+        refused = store.put(msg()).result
+        assert refused.status == PutStatus.SERVICE_NOT_AVAILABLE
+        assert ("disk is full" in refused.remark) == recovers
+        store.check_disk()  # this disk has room
+        assert store.put(msg()).result.ok == recovers
+    finally:
+        store.shutdown()

@@ -1,0 +1,101 @@
+"""A full disk refuses sends with the reference's code and a clear remark, pulls keep working, and
+the store takes sends again by itself once there is room, with nothing acknowledged lost (issue
+24: it used to latch read-only until a restart). ``rmqproxy serve`` over a real socket, its store
+on a small tmpfs that the test grows while the server runs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from codec.codes import RequestCode as C
+from codec.codes import ResponseCode as R
+from codec.headers import REQUEST_HEADERS, PullMessageResponseHeader
+from codec.message import decode_messages
+from tests.needs import skip_or_fail
+
+from ..interop.server import RunningServer
+from ..interop.wire import WireClient
+
+BODY = bytes(4096)
+
+
+def _mount(args: list[str]) -> None:
+    proc = subprocess.run(["mount", *args], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        skip_or_fail(f"the disk-full test mounts a tmpfs (needs root): {proc.stderr.strip()}")
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """``tmp_path/store``, a 40 MiB tmpfs."""
+    if os.geteuid() != 0:
+        skip_or_fail("the disk-full test mounts a tmpfs (needs root)")
+    store = tmp_path / "store"
+    store.mkdir()
+    _mount(["-t", "tmpfs", "-o", "size=40m", "tmpfs", str(store)])
+    try:
+        yield store
+    finally:
+        subprocess.run(["umount", "-l", str(store)], check=False)
+
+
+def send(wire: WireClient):
+    header = REQUEST_HEADERS[C.SEND_MESSAGE_V2].cls(
+        producer_group="pg", topic="Full", default_topic="TBW102", default_topic_queue_nums=1, queue_id=0,
+        sys_flag=0, born_timestamp=1, flag=0, properties="",
+    )  # fmt: skip
+    return wire.call(C.SEND_MESSAGE_V2, body=BODY, **vars(header))
+
+
+def pull(wire: WireClient, offset: int):
+    return wire.call(C.PULL_MESSAGE, consumer_group="cg", topic="Full", queue_id=0, queue_offset=offset,
+                     max_msg_nums=32, sys_flag=0, commit_offset=0, suspend_timeout_millis=0, sub_version=0)
+
+
+def test_a_full_disk_refuses_sends_keeps_pulls_and_recovers_without_a_restart(small_disk: Path) -> None:
+    conf = {"mappedFileSizeCommitLog": str(4 << 20)}
+    with RunningServer(workdir=small_disk.parent, broker_conf=conf) as server, WireClient(server.namesrv) as wire:
+        acknowledged = 0
+        refused = None
+        while refused is None:
+            answer = send(wire)
+            if answer.code == R.SUCCESS:
+                acknowledged += 1
+                assert acknowledged < 20_000, "40 MiB never filled up"
+            else:
+                refused = answer
+        assert refused.code == R.SERVICE_NOT_AVAILABLE and "disk is full" in refused.remark, refused
+        assert send(wire).code == R.SERVICE_NOT_AVAILABLE  # and stays so while full
+
+        first = pull(wire, 0)  # reading goes on
+        assert first.code == R.SUCCESS and len(decode_messages(first.body)) > 0
+
+        subprocess.run(["mount", "-o", "remount,size=120m", str(small_disk)], check=True)
+        deadline = time.monotonic() + 15
+        while (answer := send(wire)).code != R.SUCCESS:
+            assert time.monotonic() < deadline, f"sends still refused after the disk grew: {answer.remark}"
+            time.sleep(0.2)
+        acknowledged += 1
+        for _ in range(50):
+            assert send(wire).code == R.SUCCESS
+        acknowledged += 50
+
+        server.restart()  # what was acknowledged survived, and the store starts on what it wrote
+        with WireClient(server.namesrv) as again:
+            offset = 0
+            received = 0
+            while True:
+                answer = pull(again, offset)
+                if answer.code != R.SUCCESS:
+                    break
+                received += len(decode_messages(answer.body))
+                offset = PullMessageResponseHeader.from_ext(answer.ext_fields).next_begin_offset
+        print(f"disk full: {acknowledged} sends acknowledged around a full disk, {received} read back after a restart")
+        assert received == acknowledged
