@@ -249,6 +249,10 @@ class RunningServer(ScratchServer):
         self.stop()
         self.start()
 
+    def kill(self) -> None:
+        """SIGKILL, as a crash would stop it (``start()`` brings it back on the same store)."""
+        self._kill()
+
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
