@@ -57,6 +57,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("maxHeldPulls", "max_held_pulls", int, 100_000, "beyond this many held pulls, answer at once"),
     Setting("maxHeldPullsPerConnection", "max_held_pulls_per_connection", int, 10_000,
             "beyond this many held pulls on one connection, answer SYSTEM_BUSY"),
+    Setting("maxInFlightRequestsPerConnection", "max_in_flight_requests_per_connection", int, 20_000,
+            "beyond this many unanswered requests on one connection, answer SYSTEM_BUSY"),
     Setting("maxPullSuspendTimeMillis", "max_pull_suspend_ms", int, 30_000,
             "longest hold a pull may ask for (suspendTimeoutMillis is cut to it)"),
     Setting("serverSocketBacklog", "server_socket_backlog", int, 1024, "listen backlog of the remoting ports"),
@@ -121,6 +123,7 @@ class Config:
     max_held_pulls: int = 100_000
     max_held_pulls_per_connection: int = 10_000
     max_pull_suspend_ms: int = 30_000
+    max_in_flight_requests_per_connection: int = 20_000
     server_socket_backlog: int = 1024
     lock_release_on_disconnect: str = "safe"
     lock_max_live_ms: int = 60_000

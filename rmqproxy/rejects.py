@@ -19,6 +19,7 @@ log = Logger()
 BAD_FRAME = "bad_frame"  # undecodable or oversized frame: the connection is closed
 BAD_REQUEST = "bad_request"  # a header or body that does not parse: answered SYSTEM_ERROR
 UNSUPPORTED_CODE = "unsupported_code"  # answered REQUEST_CODE_NOT_SUPPORTED
+TOO_MANY_IN_FLIGHT = "too_many_in_flight"  # answered SYSTEM_BUSY
 
 
 @dataclasses.dataclass

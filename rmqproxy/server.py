@@ -63,6 +63,7 @@ class _Factory(Factory):
             max_frame_bytes=self.server.config.max_frame_size,
             on_close=self.server.connection_closed,
             on_reject=self.server.rejections,
+            max_in_flight=self.server.config.max_in_flight_requests_per_connection,
         )
         self.server.connections.add(conn)
         return conn

@@ -35,7 +35,7 @@ from codec.command import RemotingCommand
 from codec.errors import CodecError
 from codec.frame import FrameDecoder
 
-from .rejects import BAD_FRAME
+from .rejects import BAD_FRAME, TOO_MANY_IN_FLIGHT
 
 log = Logger()
 
@@ -62,6 +62,7 @@ class Connection(Protocol):
         max_frame_bytes: int,
         on_close: Callable[[Connection], None] | None = None,
         on_reject: Callable[..., None] | None = None,
+        max_in_flight: int = 20_000,
     ) -> None:
         self.id = next(_ids)
         self.handler = handler
@@ -69,6 +70,8 @@ class Connection(Protocol):
         self.decoder = FrameDecoder(max_frame_bytes)
         self.on_close = on_close
         self.on_reject = on_reject
+        self.max_in_flight = max_in_flight
+        self.in_flight = 0  # requests whose answer is still to come (held pulls, SYNC_FLUSH sends)
         self.remote = "unknown"
         self.born_host = None  # the peer as a message's BORNHOST, parsed once (send processor)
         self.client_id = ""
@@ -164,6 +167,16 @@ class Connection(Protocol):
         self.transport.abortConnection()
 
     def _request(self, command: RemotingCommand) -> None:
+        if self.in_flight >= self.max_in_flight:
+            if self.on_reject is not None:
+                self.on_reject(TOO_MANY_IN_FLIGHT, "{conn} has {n} requests in flight: refusing {code}",
+                               conn=self, n=self.in_flight, code=command.code)  # fmt: skip
+            if not command.is_oneway:
+                self.write_command(command.response(
+                    2, f"{self.in_flight} requests of this connection are still in flight "
+                       "(maxInFlightRequestsPerConnection); try again later",
+                ))  # fmt: skip
+            return
         try:
             result = self.handler(command, self)
         except Exception:
@@ -174,10 +187,16 @@ class Connection(Protocol):
         if result.__class__ is RemotingCommand:  # the usual answer; Deferred's isinstance goes through ABCMeta
             self.write_command(result)
         elif isinstance(result, defer.Deferred):
+            self.in_flight += 1
+            result.addBoth(self._landed)
             result.addCallback(self.write_command)
             result.addErrback(self._deferred_failed, command)
         elif result is not None:
             self.write_command(result)
+
+    def _landed(self, result: Any) -> Any:
+        self.in_flight -= 1
+        return result
 
     def _deferred_failed(self, failure: Failure, command: RemotingCommand) -> None:
         log.failure("deferred handler failed on {code} from {conn}", failure, code=command.code, conn=self)

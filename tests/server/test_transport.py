@@ -148,3 +148,23 @@ def test_a_burst_of_large_replies_pauses_mid_read_and_loses_nothing() -> None:
         seen += _opaques(transport.drain())
     seen += _opaques(transport.value())
     assert seen == list(range(1, 11))
+
+
+def test_past_its_in_flight_bound_a_connection_gets_system_busy_until_answers_land() -> None:
+    pending: list[defer.Deferred] = []
+
+    def later(request: RemotingCommand, conn: Connection) -> defer.Deferred:
+        d: defer.Deferred = defer.Deferred()
+        pending.append(d.addCallback(lambda _: request.response(0)))
+        return d
+
+    transport = StringTransport()
+    conn = Connection(later, task.Clock(), max_frame_bytes=1 << 20, max_in_flight=3)
+    conn.makeConnection(transport)
+    conn.dataReceived(_requests(1, 2, 3, 4))
+    (busy,) = [RemotingCommand.decode(p) for p in FrameDecoder().feed(transport.value())]
+    assert (busy.opaque, busy.code) == (4, 2) and "maxInFlightRequestsPerConnection" in busy.remark
+    transport.clear()
+    pending[0].callback(None)
+    conn.dataReceived(_requests(5))
+    assert _opaques(transport.value()) == [1] and conn.in_flight == 3 and len(pending) == 4
