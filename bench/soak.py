@@ -35,7 +35,7 @@ from codec.message import decode_messages  # noqa: E402
 from tests.interop.server import RunningServer  # noqa: E402
 from tests.interop.wire import WireClient  # noqa: E402
 from tests.robustness.hostile import flood  # noqa: E402
-from tests.robustness.test_fuzz import Checker, rss  # noqa: E402
+from tests.robustness.test_fuzz import Checker  # noqa: E402
 from tests.security.test_stalled_reader import pull_requests  # noqa: E402
 
 
@@ -44,14 +44,14 @@ def fuzz(frames: int, seed: int) -> dict:
         host, port = server.namesrv.rsplit(":", 1)
         checker = Checker(wire)
         checker()
-        before = peak = rss(server.pid)
+        before = peak = server.rss
         started = time.perf_counter()
 
         def between(sent: int) -> None:
             nonlocal peak
             if sent % 1000 == 0:
                 checker()
-                peak = max(peak, rss(server.pid))
+                peak = max(peak, server.rss)
 
         crashed = False
         try:
@@ -121,13 +121,13 @@ def stalled_reader(pulls: int = 5000) -> dict:
         with WireClient(server.namesrv) as wire:
             for _ in range(32):
                 wire.call(C.SEND_MESSAGE_V2, body=bytes(4096), **{**_send_header(), "topic": "Big"})
-        before = peak = rss(server.pid)
+        before = peak = server.rss
         host, port = server.namesrv.rsplit(":", 1)
         with socket.create_connection((host, int(port))) as hog:
             hog.sendall(pull_requests(pulls))
             until = time.monotonic() + 3
             while time.monotonic() < until:
-                peak = max(peak, rss(server.pid))
+                peak = max(peak, server.rss)
                 time.sleep(0.05)
     return {"pipelined_pulls": pulls, "reply_mib_if_buffered": pulls * 32 * 4096 >> 20, "rss_before_mib": before >> 20,
             "rss_peak_mib": peak >> 20, "rss_growth_mib": (peak - before) >> 20}  # fmt: skip

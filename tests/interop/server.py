@@ -249,6 +249,14 @@ class RunningServer(ScratchServer):
         self.stop()
         self.start()
 
+    @property
+    def rss(self) -> int:
+        """The serving process's resident set size, in bytes (Linux /proc)."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise ServerError("no VmRSS for the server process")
+
     def kill(self) -> None:
         """SIGKILL, as a crash would stop it (``start()`` brings it back on the same store)."""
         self._kill()

@@ -28,13 +28,6 @@ PULLS = 5000  # each answered with 32 messages of 4 KiB: 640 MiB of replies if a
 RSS_BOUND = 64 << 20
 
 
-def rss(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[RunningServer]:
     with RunningServer() as running:
@@ -70,7 +63,7 @@ def test_a_client_that_stops_reading_is_paused_and_costs_a_bounded_buffer(server
                                      default_topic_queue_nums=1, queue_id=0, sys_flag=0, born_timestamp=1, flag=0,
                                      properties="")  # fmt: skip
             assert wire.call(C.SEND_MESSAGE_V2, body=bytes(4096), **vars(header)).code == R.SUCCESS
-    baseline = rss(server.pid)
+    baseline = server.rss
     data = memoryview(pull_requests(PULLS))  # 1.4 MB: the kernel's socket buffers take it all
     port = int(server.namesrv.rsplit(":", 1)[1])
     hog = socket.create_connection(("127.0.0.1", port))
@@ -79,7 +72,7 @@ def test_a_client_that_stops_reading_is_paused_and_costs_a_bounded_buffer(server
     peak = baseline
     settle = time.monotonic() + 2.0
     while time.monotonic() < settle:  # the server handles what it read, then stops reading
-        peak = max(peak, rss(server.pid))
+        peak = max(peak, server.rss)
         time.sleep(0.05)
     unread = unread_by_server(port, hog.getsockname()[1])
     assert unread > 0, "the server read every request although no reply was read: no back-pressure"
