@@ -52,6 +52,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("autoCreateTopicEnable", "auto_create_topic", bool, True, "create topics on first send"),
     Setting("autoCreateSubscriptionGroup", "auto_create_group", bool, True, "accept unknown consumer groups"),
     Setting("defaultTopicQueueNums", "default_topic_queue_nums", int, 8, "queues of TBW102 (auto-create cap)"),
+    Setting("maxTopicQueueNums", "max_topic_queue_nums", int, 1024, "most queues updateTopic may give a topic"),
     Setting("longPollingEnable", "long_polling", bool, True, "hold empty pulls for their suspend timeout"),
     Setting("shortPollingTimeMills", "short_polling_ms", int, 1000, "hold time when long polling is off"),
     Setting("maxHeldPulls", "max_held_pulls", int, 100_000, "beyond this many held pulls, answer at once"),
@@ -118,6 +119,7 @@ class Config:
     auto_create_topic: bool = True
     auto_create_group: bool = True
     default_topic_queue_nums: int = 8
+    max_topic_queue_nums: int = 1024
     long_polling: bool = True
     short_polling_ms: int = 1000
     max_held_pulls: int = 100_000

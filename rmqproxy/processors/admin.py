@@ -33,6 +33,7 @@ from ..store import MessageStore
 from ..topics import TopicConfig, TopicTable, check_name, check_topic_name
 
 RUNNING_INFO_TIMEOUT_S = 10.0  # the reference broker waits 10 s for the client
+MAX_QUERY_MESSAGES = 64  # a QUERY_MESSAGE answers at most this many (the reference's maxMsgsNumBatch)
 
 
 class AdminProcessor:
@@ -51,7 +52,8 @@ class AdminProcessor:
 
     def query_message(self, request: RemotingCommand, header, conn) -> RemotingCommand:
         records = self.store.query_by_key(
-            header.topic, header.key, max(1, header.max_num), header.begin_timestamp, header.end_timestamp
+            header.topic, header.key, min(max(1, header.max_num), MAX_QUERY_MESSAGES), header.begin_timestamp,
+            header.end_timestamp,
         )
         ext = QueryMessageResponseHeader(
             index_last_update_timestamp=int(time.time() * 1000),
@@ -70,6 +72,13 @@ class AdminProcessor:
         if header.topic in self.topics.system_topics:
             return request.response(
                 ResponseCode.SYSTEM_ERROR, f"The topic[{header.topic}] is conflict with system topic."
+            )
+        most = self.config.max_topic_queue_nums
+        if not (1 <= header.read_queue_nums <= most and 1 <= header.write_queue_nums <= most):
+            return request.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"readQueueNums and writeQueueNums must be within [1, {most}] (maxTopicQueueNums), not "
+                f"{header.read_queue_nums} and {header.write_queue_nums}",
             )
         self.topics.put(
             TopicConfig(header.topic, header.read_queue_nums, header.write_queue_nums, header.perm,

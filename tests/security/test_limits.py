@@ -124,3 +124,19 @@ def test_rejected_requests_are_counted_and_logged_at_a_bounded_rate(tmp_path: Pa
     summary = [e for e in events if e.get("reason") == "bad_request" and "n" in e]
     assert len(logged) == 11 and [e["n"] for e in summary] == [490]  # 10 a minute, then a count
     assert len([e for e in events if e.get("reason") == "unsupported_code"]) == 10
+
+
+@pytest.mark.parametrize(("read", "write"), [(2_147_483_647, 4), (4, 1025), (0, 4), (-1, -1)])
+def test_update_topic_refuses_queue_counts_outside_the_bound(tmp_path: Path, read: int, write: int) -> None:
+    """A topic of 2^31 queues made every loop over its queues (consume stats, topic stats) eat the
+    machine's memory: the soak's fuzz found it."""
+    server, _reactor = make_server(tmp_path)
+    try:
+        answer = Client(server).call(
+            C.UPDATE_AND_CREATE_TOPIC, topic="Many", default_topic="TBW102", read_queue_nums=read,
+            write_queue_nums=write, perm=6, topic_filter_type="SINGLE_TAG", order=False,
+        )  # fmt: skip
+        assert answer.code == R.SYSTEM_ERROR and "maxTopicQueueNums" in answer.remark
+        assert server.topics.get("Many") is None
+    finally:
+        server.stop()
