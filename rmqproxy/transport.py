@@ -138,12 +138,14 @@ class Connection(Protocol):
         self._replies = replies = []
         self._reply_bytes = 0
         try:
-            for i, payload in enumerate(payloads):
+            i = 0
+            for payload in payloads:
                 if not self.connected:
                     return
                 if self.paused:
                     self._waiting = payloads[i:] + self._waiting
                     return
+                i += 1
                 try:
                     command = RemotingCommand.decode(payload)
                 except CodecError as exc:
@@ -212,14 +214,14 @@ class Connection(Protocol):
         replies = self._replies
         if replies is not None:
             replies.append(header)
-            if body:
+            if body:  # only bodies count: headers are small, and one read holds few requests
                 replies.append(body)
-            self._reply_bytes += len(header) + len(body)
-            if self._reply_bytes > REPLY_FLUSH_BYTES:  # a burst of large answers: let them meet the bound now
-                early = replies[:]
-                replies.clear()
-                self._reply_bytes = 0
-                self._flush_replies(early)
+                self._reply_bytes += len(body)
+                if self._reply_bytes > REPLY_FLUSH_BYTES:  # a burst of large answers meets the bound now
+                    early = replies[:]
+                    replies.clear()
+                    self._reply_bytes = 0
+                    self._flush_replies(early)
         elif body:
             self.transport.writeSequence((header, body))
         else:
