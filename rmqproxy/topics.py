@@ -84,6 +84,12 @@ def check_name(topic: str) -> str | None:
     return check_topic_name(topic)
 
 
+def check_new_topic(topic: str) -> str | None:
+    """Why a client may not create ``topic`` (a send's auto-create, updateTopic), or None: the
+    topic rule, and for a retry or DLQ name its group's as well (``TopicTable.put`` checks that)."""
+    return check_topic_name(topic) or check_name(topic)
+
+
 class TopicTable:
     """All topics of this broker; every change is persisted at once."""
 

@@ -30,7 +30,7 @@ from .. import __version__
 from ..clients import ClientRegistry
 from ..config import SETTINGS, Config, java_text
 from ..store import MessageStore
-from ..topics import TopicConfig, TopicTable, check_name, check_topic_name
+from ..topics import TopicConfig, TopicTable, check_new_topic
 
 RUNNING_INFO_TIMEOUT_S = 10.0  # the reference broker waits 10 s for the client
 MAX_QUERY_MESSAGES = 64  # a QUERY_MESSAGE answers at most this many (the reference's maxMsgsNumBatch)
@@ -66,7 +66,7 @@ class AdminProcessor:
         return request.response(ResponseCode.SUCCESS, ext_fields=ext, body=b"".join(records))
 
     def create_topic(self, request: RemotingCommand, header, conn) -> RemotingCommand:
-        problem = check_topic_name(header.topic) or check_name(header.topic)
+        problem = check_new_topic(header.topic)
         if problem is not None:
             return request.response(ResponseCode.SYSTEM_ERROR, problem)
         if header.topic in self.topics.system_topics:

@@ -23,7 +23,7 @@ from codec.message import BatchItem, HostPort, Message, decode_batch, string_to_
 from ..config import Config
 from ..store import MessageStore, PutResult, PutStatus
 from ..store.delay import SCHEDULE_TOPIC
-from ..topics import DLQ_PREFIX, RETRY_PREFIX, TopicTable, check_topic_name, dlq_topic
+from ..topics import DLQ_PREFIX, RETRY_PREFIX, TopicTable, check_new_topic, dlq_topic
 
 DEFAULT_MAX_RECONSUME_TIMES = 16
 SEND_RESPONSE_EXTRAS = {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
@@ -75,7 +75,7 @@ class SendProcessor:
     def send(self, request: RemotingCommand, header, conn) -> RemotingCommand | defer.Deferred:
         topic = self.topics.get(header.topic)  # a known topic already has a valid name
         if topic is None:
-            problem = check_topic_name(header.topic)
+            problem = check_new_topic(header.topic)
             if problem is not None:
                 return request.response(ResponseCode.SYSTEM_ERROR, problem)
             topic = self.topics.create_on_send(

@@ -23,7 +23,7 @@ from codec.command import RemotingCommand
 from codec.headers import REQUEST_HEADERS
 from codec.message import BatchItem, encode_batch
 
-NAMES = ["FuzzT", "FuzzU", "%RETRY%fuzz", "../../../../fuzz", "%DLQ%", "", "a/b", "x" * 300, "FuzzT\x00", "é"]
+NAMES = ["FuzzT", "FuzzU", "TBW102", "%RETRY%fuzz", "../../../../fuzz", "%DLQ%", "", "a/b", "x" * 300, "FuzzT\x00", "é"]
 CODES = [C.SEND_MESSAGE, C.SEND_MESSAGE_V2, C.SEND_BATCH_MESSAGE, C.PULL_MESSAGE, C.HEART_BEAT,
          C.UPDATE_CONSUMER_OFFSET, C.QUERY_CONSUMER_OFFSET, C.CONSUMER_SEND_MSG_BACK, C.LOCK_BATCH_MQ,
          C.GET_ROUTEINFO_BY_TOPIC, C.UPDATE_AND_CREATE_TOPIC, C.GET_CONSUME_STATS, C.QUERY_MESSAGE]  # fmt: skip

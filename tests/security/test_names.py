@@ -124,11 +124,13 @@ def test_update_topic_refuses_bad_names(broker, topic: str, remark: str) -> None
     assert_nothing_outside_the_store(tmp_path, topic)
 
 
-def test_a_send_to_a_bad_topic_is_refused_before_any_file(broker) -> None:
+@pytest.mark.parametrize(("topic", "remark"), [(UP, "illegal characters"), ("%DLQ%", "the specified group is blank")])
+def test_a_send_to_a_bad_topic_is_refused_before_any_file(broker, topic: str, remark: str) -> None:
     server, _reactor, tmp_path = broker
-    answer = send(Client(server), UP)
-    assert answer.code == R.SYSTEM_ERROR and "illegal characters" in answer.remark
-    assert_nothing_outside_the_store(tmp_path, UP)
+    answer = send(Client(server), topic)  # auto-create from TBW102
+    assert answer.code == R.SYSTEM_ERROR and remark in answer.remark
+    assert server.topics.get(topic) is None
+    assert_nothing_outside_the_store(tmp_path, topic)
 
 
 def test_locks_take_only_real_queues_under_a_valid_group(broker) -> None:
