@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import resource
 import sys
 from pathlib import Path
 
@@ -45,6 +46,7 @@ def serve(conf_file: Path | None, **overrides) -> None:
     except (ValueError, KeyError) as exc:
         raise click.BadParameter(str(exc)) from None
     globalLogBeginner.beginLoggingTo([textFileLogObserver(sys.stderr)], redirectStandardIO=False)
+    _raise_fd_limit()
     server = Server(config, reactor)
     try:
         server.start()
@@ -55,6 +57,17 @@ def serve(conf_file: Path | None, **overrides) -> None:
     # out of the cyclic collector's full passes, which otherwise scan it all while the reactor waits.
     gc.freeze()
     reactor.run()
+
+
+def _raise_fd_limit() -> None:
+    """Lift the soft fd limit to the hard one, as the JVM does for a Java broker at start: a
+    server's connections and files should not stop at a shell's default of 1024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass  # e.g. an unlimited hard limit the kernel caps lower: keep the soft one
 
 
 def _register_report() -> None:

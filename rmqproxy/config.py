@@ -72,6 +72,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("diskMaxUsedSpaceRatio", "disk_max_used_space_ratio", int, 75,
             "disk use (%) above which expired segments are deleted at once, not on the 10-minute tick"),
     Setting("mappedFileSizeCommitLog", "commit_log_segment_size", int, 1 << 30, "commit-log segment bytes"),
+    Setting("maxMappedConsumeQueueFiles", "max_mapped_consume_queue_files", int, 0,
+            "consume-queue files mapped at once (2 fds each); idle ones reopen on use (0: a quarter of the fd limit)"),
     Setting("accessMessageInMemoryMaxRatio", "access_message_in_memory_max_ratio", int, 40,
             "percent of RAM whose newest messages count as cached (transfer limits, new-group offsets)"),
     Setting("pullLogPath", "pull_log_path", str, "", "pull/hold event log dir (default: <store>/logs)"),
@@ -135,6 +137,7 @@ class Config:
     file_reserved_time_hours: float = 72.0
     disk_max_used_space_ratio: int = 75
     commit_log_segment_size: int = 1 << 30
+    max_mapped_consume_queue_files: int = 0
     access_message_in_memory_max_ratio: int = 40
     pull_log_path: str = ""
     pull_log_mode: str = "all"
@@ -157,6 +160,8 @@ class Config:
         for name in ("access_message_in_memory_max_ratio", "disk_max_used_space_ratio"):
             if not 0 <= getattr(self, name) <= 100:
                 raise ValueError(f"{_BY_FIELD[name].key} must be a percentage (0-100)")
+        if self.max_mapped_consume_queue_files < 0:
+            raise ValueError("maxMappedConsumeQueueFiles must be 0 (automatic) or more")
         for name in ("listen_port", "broker_listen_port", "metrics_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise ValueError(f"{_BY_FIELD[name].key} must be a port number")

@@ -43,6 +43,7 @@ log = Logger()
 
 CLIENT_STATS_TIMEOUT_S = 5.0
 DISK_CHECK_INTERVAL_S = 1.0  # how soon a full disk is noticed, and room again
+IDLE_FILES_INTERVAL_S = 60.0  # a consume-queue file unused for one to two of these is closed
 
 
 def _ignore(*_args: Any) -> None:
@@ -87,6 +88,7 @@ class Server:
                 mapped_file_size_commit_log=config.commit_log_segment_size,
                 access_message_in_memory_max_ratio=config.access_message_in_memory_max_ratio,
                 disk_max_used_space_ratio=config.disk_max_used_space_ratio,
+                max_mapped_consume_queue_files=config.max_mapped_consume_queue_files,
                 max_message_size=config.max_message_size,
                 file_reserved_time_hours=config.file_reserved_time_hours,
                 message_delay_level=config.message_delay_level,
@@ -196,6 +198,7 @@ class Server:
             ))  # fmt: skip
         for interval, fn in ((0.1, self.store.deliver_due), (600.0, self.store.delete_expired),
                              (DISK_CHECK_INTERVAL_S, self.store.check_disk),
+                             (IDLE_FILES_INTERVAL_S, self.store.release_idle_files),
                              (10.0, self._expire_idle_clients), (0.5, self.hold_log.flush),
                              (float(self.config.client_stats_interval_s), self.poll_client_stats)):  # fmt: skip
             loop = task.LoopingCall(fn)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from .mapped import Allocate, SegmentQueue
+from .mapped import Allocate, OpenBudget, SegmentQueue
 
 UNIT = 20
 ALLOCATE_STEP = 64 << 10  # 3276 entries: a queue that sees a few messages costs 64 KiB of disk
@@ -24,10 +24,14 @@ class ConsumeQueue:
     """One queue's entries. ``min_offset``/``max_offset`` are logical (entry counts)."""
 
     def __init__(
-        self, directory: Path, entries_per_file: int, allocate: Allocate | None = None
+        self,
+        directory: Path,
+        entries_per_file: int,
+        allocate: Allocate | None = None,
+        budget: OpenBudget | None = None,
     ) -> None:
         kwargs = {"allocate": allocate} if allocate is not None else {}
-        self.files = SegmentQueue(directory, entries_per_file * UNIT, step=ALLOCATE_STEP, **kwargs)
+        self.files = SegmentQueue(directory, entries_per_file * UNIT, step=ALLOCATE_STEP, budget=budget, **kwargs)
         self.entries_per_file = entries_per_file
         self.min_offset = 0
         self.max_offset = 0
@@ -64,6 +68,7 @@ class ConsumeQueue:
         segment = self._last
         if segment is None or not segment.base <= at < segment.end or segment._closed:
             segment = self._last = self.files.get_or_create(at)
+        segment.used = True
         _ENTRY.pack_into(segment.mm, at - segment.base, phys, size, tags_code)
         if offset >= self.max_offset:
             self.max_offset = offset + 1
@@ -75,6 +80,7 @@ class ConsumeQueue:
         segment = self.files.segment_for(offset * UNIT)
         if segment is None:
             return None
+        segment.used = True
         return _ENTRY.unpack_from(segment.mm, offset * UNIT - segment.base)
 
     def index_buffer(self, offset: int, max_entries: int) -> bytes | None:
@@ -83,6 +89,7 @@ class ConsumeQueue:
         segment = self.files.segment_for(offset * UNIT)
         if segment is None:
             return None
+        segment.used = True
         start = offset * UNIT - segment.base
         end = min(segment.size, self.max_offset * UNIT - segment.base, start + max_entries * UNIT)
         return segment.mm[start:end] if end > start else None

@@ -9,12 +9,17 @@ later write through the mapping. Writes go through the mapping (no syscall per r
 durability comes from ``fsync`` on the file descriptor, which releases the GIL, so a flusher
 thread can make data durable while the owner thread keeps appending.
 
-Threading: one owner thread creates, writes and deletes segments; a flusher thread may call
-``Segment.fsync`` concurrently (the file descriptor stays open until ``close``).
+Consume queues share an ``OpenBudget``: only so many of their segments are mapped at once, and
+idle ones are released and mapped again on their next use, so the number of queues a client can
+create does not decide how many file descriptors the process holds.
+
+Threading: one owner thread creates, writes, releases and deletes segments; a flusher thread may
+call ``Segment.fsync`` concurrently (under the segment's lock, through its path once released).
 """
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import mmap
 import os
@@ -63,43 +68,88 @@ def _fsync_dir(directory: Path) -> None:
 
 
 class Segment:
-    """One mapped file of ``size`` bytes holding global offsets [base, base + size)."""
+    """One mapped file of ``size`` bytes holding global offsets [base, base + size).
+
+    A segment under an ``OpenBudget`` may be *released*: its mapping and file descriptor are
+    closed while the file stays. The next use of ``mm`` or ``fd`` maps it again (``__getattr__``
+    runs only when they are unset, so a mapped segment costs nothing extra).
+    """
 
     __slots__ = (
-        "path", "base", "size", "fd", "mm", "allocated", "step", "_allocate", "_closed", "_lock", "_address"
+        "path", "base", "size", "fd", "mm", "allocated", "step", "used", "_allocate", "_closed", "_mapped",
+        "_lock", "_address", "_budget",
     )
 
     def __init__(
-        self, path: Path, base: int, size: int, *, create: bool, allocate: Allocate, step: int = DEFAULT_STEP
+        self,
+        path: Path,
+        base: int,
+        size: int,
+        *,
+        create: bool,
+        allocate: Allocate,
+        step: int = DEFAULT_STEP,
+        budget: OpenBudget | None = None,
     ) -> None:
         self.path = path
         self.base = base
         self.size = size
         self.step = step
         self._allocate = allocate
+        self._budget = budget
         self.allocated = 0  # bytes [0, allocated) have disk blocks (an opened file: unknown, so 0)
-        # A new segment is sized under a temporary name and renamed into place, so a crash
-        # never leaves a segment of the wrong size behind (leftover temporaries are removed).
-        work = path.with_name(path.name + ".new") if create else path
-        self.fd = fd = os.open(work, os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0), 0o644)
+        self.used = True  # set on each use, cleared by the budget's sweeps (CLOCK)
+        self._closed = False
+        self._mapped = False
+        self._lock = threading.Lock()  # fsync (flusher) never races close or release (owner)
+        if create:
+            self._create()
+        elif budget is None:
+            self._map(os.open(path, os.O_RDWR))
+        # else: an existing file under a budget is mapped on first use
+
+    def _create(self) -> None:
+        """Size a new segment under a temporary name and rename it into place, so a crash never
+        leaves a segment of the wrong size behind (leftover temporaries are removed)."""
+        work = self.path.with_name(self.path.name + ".new")
+        fd = os.open(work, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            if create:
-                os.ftruncate(fd, size)
-                self.reserve(0, 1)  # a full disk fails here, before the segment is used
-                os.rename(work, path)  # the directory is fsynced by SegmentQueue.sync_directory
-            elif os.fstat(fd).st_size != size:
-                raise OSError(f"segment {path} has {os.fstat(fd).st_size} bytes, expected {size}")
-            self.mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            os.ftruncate(fd, self.size)
+            self._allocate(fd, 0, min(self.size, self.step))  # a full disk fails here, before use
+            self.allocated = min(self.size, self.step)
+            os.rename(work, self.path)  # the directory is fsynced by SegmentQueue.sync_directory
+        except BaseException:
+            os.close(fd)
+            work.unlink(missing_ok=True)
+            raise
+        self._map(fd)
+
+    def _map(self, fd: int) -> None:
+        """Map the open file ``fd`` (closed here on failure) and count it against the budget."""
+        try:
+            if os.fstat(fd).st_size != self.size:
+                raise OSError(f"segment {self.path} has {os.fstat(fd).st_size} bytes, expected {self.size}")
+            self.mm = mmap.mmap(fd, self.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
             # The mapping's address, for ``prefault`` (the temporary export ends at once, so
-            # ``mm.close`` stays possible); valid while the segment is open.
+            # ``mm.close`` stays possible); valid while the segment is mapped.
             self._address = ctypes.addressof(ctypes.c_char.from_buffer(self.mm))
         except BaseException:
             os.close(fd)
-            if create:
-                work.unlink(missing_ok=True)
             raise
-        self._closed = False
-        self._lock = threading.Lock()  # fsync (flusher) never races close (owner)
+        self.fd = fd
+        self._mapped = True
+        self.used = True
+        if self._budget is not None:
+            self._budget.mapped(self)
+
+    def __getattr__(self, name: str) -> object:
+        """Map a released segment again on the owner thread's next use of its mapping or fd."""
+        if name not in ("mm", "fd", "_address") or self._mapped:
+            raise AttributeError(name)
+        if self._closed:
+            raise ValueError(f"segment {self.path} is closed")
+        self._map(os.open(self.path, os.O_RDWR))
+        return object.__getattribute__(self, name)
 
     @property
     def end(self) -> int:
@@ -124,7 +174,7 @@ class Segment:
         if length <= 0 or _POPULATE_WRITE is None:
             return False
         with self._lock:
-            if self._closed:
+            if self._closed or not self._mapped:
                 return False
             if _MADVISE is not None:
                 return _MADVISE(self._address + start, length, _POPULATE_WRITE) == 0
@@ -135,21 +185,91 @@ class Segment:
             return True
 
     def fsync(self) -> None:
-        """Make everything written so far durable (flusher thread safe; a no-op once closed)."""
+        """Make everything written so far durable (flusher thread safe; a no-op once closed).
+        A released segment is synced through its path: its dirty pages outlive the mapping."""
         with self._lock:
-            if not self._closed:
+            if self._closed:
+                return
+            if self._mapped:
                 os.fdatasync(self.fd)
+                return
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:
+                return
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+
+    def release(self) -> None:
+        """Close the mapping and fd, keeping the file (owner thread; the next use maps again)."""
+        with self._lock:
+            self._unmap()
+        if self._budget is not None:
+            self._budget.forget(self)
+
+    def _unmap(self) -> None:
+        if self._mapped:
+            self._mapped = False
+            self.mm.close()
+            os.close(self.fd)
+            del self.mm, self.fd, self._address
 
     def close(self) -> None:
         with self._lock:
             if not self._closed:
                 self._closed = True
-                self.mm.close()
-                os.close(self.fd)
+                self._unmap()
+        if self._budget is not None:
+            self._budget.forget(self)
 
     def delete(self) -> None:
         self.close()
         self.path.unlink(missing_ok=True)
+
+
+class OpenBudget:
+    """At most ``limit`` segments mapped at once, each holding a file descriptor and a mapping,
+    so thousands of idle consume queues cannot exhaust the process's fds or address space.
+
+    Past the limit, the segment unused longest is released (CLOCK: a segment whose ``used`` mark
+    is set loses the mark and gets another round); ``release_idle`` releases every segment not
+    used since its last call. Owner thread only.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(2, limit)
+        self._mapped: collections.OrderedDict[Segment, None] = collections.OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._mapped)
+
+    def mapped(self, segment: Segment) -> None:
+        self._mapped[segment] = None
+        while len(self._mapped) > self.limit:
+            victim = next(iter(self._mapped))
+            if victim.used:
+                victim.used = False
+                self._mapped.move_to_end(victim)
+            else:
+                del self._mapped[victim]
+                victim.release()
+
+    def forget(self, segment: Segment) -> None:
+        self._mapped.pop(segment, None)
+
+    def release_idle(self) -> int:
+        """Release the segments not used since the last call; returns how many."""
+        released = 0
+        for segment in list(self._mapped):
+            if segment.used:
+                segment.used = False
+            else:
+                del self._mapped[segment]
+                segment.release()
+                released += 1
+        return released
 
 
 _ZEROS = bytes(1 << 20)
@@ -222,12 +342,18 @@ class SegmentQueue:
     """The ordered segments of one directory; global offset ``o`` lives in segment ``o // size``."""
 
     def __init__(
-        self, directory: Path, segment_size: int, allocate: Allocate = _allocate, step: int = DEFAULT_STEP
+        self,
+        directory: Path,
+        segment_size: int,
+        allocate: Allocate = _allocate,
+        step: int = DEFAULT_STEP,
+        budget: OpenBudget | None = None,
     ) -> None:
         self.directory = directory
         self.segment_size = segment_size
         self.allocate = allocate
         self.step = step
+        self.budget = budget  # with one, existing files are mapped on first use, not here
         self.segments: dict[int, Segment] = {}  # segment index -> Segment, ascending insertion
         self.directory_dirty = False  # a segment was created since the directory was last fsynced
         directory.mkdir(parents=True, exist_ok=True)
@@ -239,7 +365,7 @@ class SegmentQueue:
                 if base % segment_size:
                     raise OSError(f"{entry} does not start at a multiple of the segment size {segment_size}")
                 self.segments[base // segment_size] = Segment(
-                    entry, base, segment_size, create=False, allocate=allocate, step=step
+                    entry, base, segment_size, create=False, allocate=allocate, step=step, budget=budget
                 )
 
     def segment_for(self, offset: int) -> Segment | None:
@@ -258,6 +384,7 @@ class SegmentQueue:
                 create=True,
                 allocate=self.allocate,
                 step=self.step,
+                budget=self.budget,
             )
             self.segments[index] = segment
             self.directory_dirty = True

@@ -24,6 +24,7 @@ import enum
 import errno
 import os
 import queue
+import resource
 import shutil
 import struct
 import threading
@@ -52,7 +53,7 @@ from .consumequeue import UNIT, ConsumeQueue
 from .delay import DEFAULT_LEVELS, SCHEDULE_TOPIC, parse_levels
 from .files import read_json, write_json_atomic
 from .index import KeyIndex
-from .mapped import Allocate
+from .mapped import Allocate, OpenBudget
 from .offsets import ConsumerOffsets
 
 FLUSH_ASYNC = "ASYNC_FLUSH"
@@ -82,6 +83,7 @@ class StoreConfig:
     message_delay_level: str = DEFAULT_LEVELS
     store_host: HostPort = HostPort("127.0.0.1", 9876)
     check_crc_on_recover: bool = True
+    max_mapped_consume_queue_files: int = 0  # 0: a quarter of the fd limit (``auto_queue_file_budget``)
 
 
 class GetStatus(enum.Enum):
@@ -240,6 +242,17 @@ class _Flushed(NamedTuple):
     unflushed_queues: frozenset | set = frozenset()  # consume-queue files to fsync again
 
 
+def auto_queue_file_budget() -> int:
+    """How many consume-queue segments may be mapped at once when no key says: a quarter of the
+    soft fd limit, as each takes two fds (ours, and the duplicate Python's ``mmap`` keeps), leaving
+    half to connections, the commit log and the index; at most 16384, so the mappings stay far
+    below the kernel's default ``vm.max_map_count`` (65530)."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 16384
+    return max(16, min(soft // 4, 16384))
+
+
 def _physical_memory() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -270,6 +283,7 @@ class MessageStore:
         self.delay_levels_ms = parse_levels(config.message_delay_level)
         self._listeners: list[Callable[[Arrival], None]] = []
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.mapped_queue_files = OpenBudget(config.max_mapped_consume_queue_files or auto_queue_file_budget())
         self._next_offset: dict[tuple[str, int], int] = {}
         self._waiting: collections.deque[tuple[PutTicket, Iterable[Message]]] = collections.deque()
         self._tag_codes: dict[str, int] = {}
@@ -753,6 +767,11 @@ class MessageStore:
         self.get_count += len(messages)
         return result
 
+    def release_idle_files(self) -> int:
+        """Release the mappings and fds of consume-queue segments unused since the last call
+        (they map again on their next use); returns how many. Call it every minute or so."""
+        return self.mapped_queue_files.release_idle()
+
     def disk_ratio(self) -> float:
         """Used share of the file system holding the store (runtime info, disk-full alerts)."""
         usage = shutil.disk_usage(self.root)
@@ -768,6 +787,7 @@ class MessageStore:
                 self._queue_dir(topic, queue_id),
                 self.config.mapped_file_size_consume_queue_entries,
                 self._allocate,
+                self.mapped_queue_files,
             )
             self._queues[key] = cq
         return cq

@@ -16,6 +16,7 @@ reference Apache RocketMQ broker (``apache_broker.ApacheBroker``) behind the sam
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -166,8 +167,10 @@ class RunningServer(ScratchServer):
         broker_conf: dict[str, str] | None = None,
         workdir: Path | None = None,
         port: int | None = None,
+        nofile: int | None = None,
     ) -> None:
         super().__init__(workdir, "rmqproxy-scenario-")
+        self.nofile = nofile  # the process's fd limit (soft and hard), if given
         self.store_dir = self.workdir / "store"
         self.log_path = self.workdir / "server.log"
         self.port = port or free_port()
@@ -222,7 +225,7 @@ class RunningServer(ScratchServer):
             log.flush()
             self._proc = subprocess.Popen(
                 self.command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=self._limit_fds,
             )
         self.starts += 1
         try:
@@ -230,6 +233,11 @@ class RunningServer(ScratchServer):
         except ServerError as e:
             self._kill()
             raise ServerError(f"{e}\n--- server log tail ---\n{self.log_tail()}") from None
+
+    def _limit_fds(self) -> None:
+        """In the child before exec: apply ``nofile`` (a server cannot raise past a hard limit)."""
+        if self.nofile is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 
     def stop(self) -> None:
         """SIGTERM and wait; raise if the process does not exit 0 within STOP_TIMEOUT."""

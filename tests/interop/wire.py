@@ -12,6 +12,7 @@ import itertools
 import socket
 from typing import Any, Self
 
+from codec.codes import RequestCode as C
 from codec.command import RemotingCommand
 from codec.frame import FrameDecoder
 from codec.headers import REQUEST_HEADERS
@@ -45,6 +46,19 @@ class WireClient:
         answer = roundtrip(self.sock, RemotingCommand(code=code, opaque=next(self._opaque), ext_fields=ext, body=body))
         assert answer.is_response, f"expected the answer to {code}, got {answer}"
         return answer
+
+    def send(self, topic: str, body: bytes, queue_id: int = 0, group: str = "pg") -> RemotingCommand:
+        """SEND_MESSAGE_V2 of one message without properties to ``queue_id`` (auto-creating the
+        topic with one queue)."""
+        return self.call(C.SEND_MESSAGE_V2, body=body, producer_group=group, topic=topic, default_topic="TBW102",
+                         default_topic_queue_nums=1, queue_id=queue_id, sys_flag=0, born_timestamp=1, flag=0,
+                         properties="")  # fmt: skip
+
+    def pull(self, group: str, topic: str, queue_id: int, offset: int, max_nums: int = 32) -> RemotingCommand:
+        """PULL_MESSAGE answered at once (no suspend, no commit)."""
+        return self.call(C.PULL_MESSAGE, consumer_group=group, topic=topic, queue_id=queue_id, queue_offset=offset,
+                         max_msg_nums=max_nums, sys_flag=0, commit_offset=0, suspend_timeout_millis=0,
+                         sub_version=0)  # fmt: skip
 
     def close(self) -> None:
         self.sock.close()

@@ -13,7 +13,6 @@ import pytest
 
 from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
-from codec.headers import REQUEST_HEADERS
 from codec.message import decode_messages
 
 from ..interop.server import RunningServer
@@ -40,17 +39,11 @@ class Checker:
         if route.code != R.SUCCESS:
             self.wrong.append(f"route: {route.code} {route.remark}")
         body = f"check {self.checks}".encode()
-        header = REQUEST_HEADERS[C.SEND_MESSAGE_V2].cls(
-            producer_group="checker", topic="CheckT", default_topic="TBW102", default_topic_queue_nums=1,
-            queue_id=0, sys_flag=0, born_timestamp=1, flag=0, properties="",
-        )  # fmt: skip
-        sent = self.wire.call(C.SEND_MESSAGE_V2, body=body, **vars(header))
+        sent = self.wire.send("CheckT", body, group="checker")
         if sent.code != R.SUCCESS or int(sent.ext_fields["queueOffset"]) != self.offset:
             self.wrong.append(f"send: {sent.code} {sent.remark} {sent.ext_fields}")
             return
-        pulled = self.wire.call(C.PULL_MESSAGE, consumer_group="checker", topic="CheckT", queue_id=0,
-                                queue_offset=self.offset, max_msg_nums=1, sys_flag=0, commit_offset=0,
-                                suspend_timeout_millis=0, sub_version=0)  # fmt: skip
+        pulled = self.wire.pull("checker", "CheckT", 0, self.offset, max_nums=1)
         if pulled.code != R.SUCCESS or [m.body for m in decode_messages(pulled.body)] != [body]:
             self.wrong.append(f"pull at {self.offset}: {pulled.code} {pulled.remark}")
         self.offset += 1

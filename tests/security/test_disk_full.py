@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
-from codec.headers import REQUEST_HEADERS, PullMessageResponseHeader
+from codec.headers import PullMessageResponseHeader
 from codec.message import decode_messages
 from tests.needs import skip_or_fail
 
@@ -46,45 +45,32 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(store)], check=False)
 
 
-def send(wire: WireClient):
-    header = REQUEST_HEADERS[C.SEND_MESSAGE_V2].cls(
-        producer_group="pg", topic="Full", default_topic="TBW102", default_topic_queue_nums=1, queue_id=0,
-        sys_flag=0, born_timestamp=1, flag=0, properties="",
-    )  # fmt: skip
-    return wire.call(C.SEND_MESSAGE_V2, body=BODY, **vars(header))
-
-
-def pull(wire: WireClient, offset: int):
-    return wire.call(C.PULL_MESSAGE, consumer_group="cg", topic="Full", queue_id=0, queue_offset=offset,
-                     max_msg_nums=32, sys_flag=0, commit_offset=0, suspend_timeout_millis=0, sub_version=0)
-
-
 def test_a_full_disk_refuses_sends_keeps_pulls_and_recovers_without_a_restart(small_disk: Path) -> None:
     conf = {"mappedFileSizeCommitLog": str(4 << 20)}
     with RunningServer(workdir=small_disk.parent, broker_conf=conf) as server, WireClient(server.namesrv) as wire:
         acknowledged = 0
         refused = None
         while refused is None:
-            answer = send(wire)
+            answer = wire.send("Full", BODY)
             if answer.code == R.SUCCESS:
                 acknowledged += 1
                 assert acknowledged < 20_000, "40 MiB never filled up"
             else:
                 refused = answer
         assert refused.code == R.SERVICE_NOT_AVAILABLE and "disk is full" in refused.remark, refused
-        assert send(wire).code == R.SERVICE_NOT_AVAILABLE  # and stays so while full
+        assert wire.send("Full", BODY).code == R.SERVICE_NOT_AVAILABLE  # and stays so while full
 
-        first = pull(wire, 0)  # reading goes on
+        first = wire.pull("cg", "Full", 0, 0)  # reading goes on
         assert first.code == R.SUCCESS and len(decode_messages(first.body)) > 0
 
         subprocess.run(["mount", "-o", "remount,size=120m", str(small_disk)], check=True)
         deadline = time.monotonic() + 15
-        while (answer := send(wire)).code != R.SUCCESS:
+        while (answer := wire.send("Full", BODY)).code != R.SUCCESS:
             assert time.monotonic() < deadline, f"sends still refused after the disk grew: {answer.remark}"
             time.sleep(0.2)
         acknowledged += 1
         for _ in range(50):
-            assert send(wire).code == R.SUCCESS
+            assert wire.send("Full", BODY).code == R.SUCCESS
         acknowledged += 50
 
         server.restart()  # what was acknowledged survived, and the store starts on what it wrote
@@ -92,7 +78,7 @@ def test_a_full_disk_refuses_sends_keeps_pulls_and_recovers_without_a_restart(sm
             offset = 0
             received = 0
             while True:
-                answer = pull(again, offset)
+                answer = again.pull("cg", "Full", 0, offset)
                 if answer.code != R.SUCCESS:
                     break
                 received += len(decode_messages(answer.body))

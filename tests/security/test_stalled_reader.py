@@ -57,12 +57,8 @@ def pull_requests(count: int) -> bytes:
 
 def test_a_client_that_stops_reading_is_paused_and_costs_a_bounded_buffer(server: RunningServer) -> None:
     with WireClient(server.namesrv) as wire:
-        send_header = REQUEST_HEADERS[C.SEND_MESSAGE_V2]
         for _ in range(32):
-            header = send_header.cls(producer_group="pg", topic="Big", default_topic="TBW102",
-                                     default_topic_queue_nums=1, queue_id=0, sys_flag=0, born_timestamp=1, flag=0,
-                                     properties="")  # fmt: skip
-            assert wire.call(C.SEND_MESSAGE_V2, body=bytes(4096), **vars(header)).code == R.SUCCESS
+            assert wire.send("Big", bytes(4096)).code == R.SUCCESS
     baseline = server.rss
     data = memoryview(pull_requests(PULLS))  # 1.4 MB: the kernel's socket buffers take it all
     port = int(server.namesrv.rsplit(":", 1)[1])
