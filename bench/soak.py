@@ -6,8 +6,9 @@
 2. ``--kills`` (default 50) kill -9 of a SYNC_FLUSH server at random moments while a client sends,
    each followed by a restart on the same store; then every acknowledged message is read back:
    acknowledged, lost, and read back unacknowledged (sent but unanswered when the server died);
-3. the stalled reader of ``tests/security/test_stalled_reader.py`` (pipelined 128 KiB pulls that
-   are never read): server RSS before and at peak.
+3. the stalled readers of ``tests/security/test_stalled_reader.py``: pipelined 128 KiB pulls that
+   are never read, and 1,000 held pulls woken by a 1 MiB message while their client reads
+   nothing: server RSS before and at peak, and how the held ones were answered.
 
 Targets (issue 24): 0 crashes, 0 acknowledged lost over 50 kills, stalled-reader RSS at most 64 MiB
 above its baseline. Run: ``python bench/soak.py [--frames N] [--kills N] [--seed S]``.
@@ -28,15 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from machine import machine  # noqa: E402
 
-from codec.codes import RequestCode as C  # noqa: E402
 from codec.codes import ResponseCode as R  # noqa: E402
-from codec.headers import REQUEST_HEADERS, PullMessageResponseHeader  # noqa: E402
+from codec.headers import PullMessageResponseHeader  # noqa: E402
 from codec.message import decode_messages  # noqa: E402
 from tests.interop.server import RunningServer  # noqa: E402
 from tests.interop.wire import WireClient  # noqa: E402
 from tests.robustness.hostile import flood  # noqa: E402
 from tests.robustness.test_fuzz import Checker  # noqa: E402
-from tests.security.test_stalled_reader import pull_requests  # noqa: E402
+from tests.security.test_stalled_reader import HELD, pull_requests, wake_held_pulls_unread  # noqa: E402
 
 
 def fuzz(frames: int, seed: int) -> dict:
@@ -64,14 +64,6 @@ def fuzz(frames: int, seed: int) -> dict:
                 "rss_peak_mib": peak >> 20}  # fmt: skip
 
 
-def _send_header(queue_id: int = 0) -> dict:
-    header = REQUEST_HEADERS[C.SEND_MESSAGE_V2].cls(
-        producer_group="soak", topic="Soak", default_topic="TBW102", default_topic_queue_nums=1, queue_id=queue_id,
-        sys_flag=0, born_timestamp=1, flag=0, properties="",
-    )  # fmt: skip
-    return vars(header)
-
-
 def kills(count: int, seed: int) -> dict:
     """Send continuously to a SYNC_FLUSH server and kill -9 it ``count`` times."""
     rng = random.Random(seed)
@@ -88,7 +80,7 @@ def kills(count: int, seed: int) -> dict:
                         while not stop.is_set():
                             body = f"soak-{tried}".encode()
                             tried += 1
-                            if wire.call(C.SEND_MESSAGE_V2, body=body, **_send_header()).code == R.SUCCESS:
+                            if wire.send("Soak", body, group="soak").code == R.SUCCESS:
                                 acked.add(body)
                 except (OSError, AssertionError):
                     time.sleep(0.05)  # the server is down: try again
@@ -105,9 +97,7 @@ def kills(count: int, seed: int) -> dict:
         with WireClient(server.namesrv) as wire:
             offset = 0
             while True:
-                answer = wire.call(C.PULL_MESSAGE, consumer_group="soak", topic="Soak", queue_id=0,
-                                   queue_offset=offset, max_msg_nums=32, sys_flag=0, commit_offset=0,
-                                   suspend_timeout_millis=0, sub_version=0)  # fmt: skip
+                answer = wire.pull("soak", "Soak", 0, offset)
                 if answer.code != R.SUCCESS:
                     break
                 read.update(m.body for m in decode_messages(answer.body))
@@ -120,7 +110,7 @@ def stalled_reader(pulls: int = 5000) -> dict:
     with RunningServer() as server:
         with WireClient(server.namesrv) as wire:
             for _ in range(32):
-                wire.call(C.SEND_MESSAGE_V2, body=bytes(4096), **{**_send_header(), "topic": "Big"})
+                wire.send("Big", bytes(4096), group="soak")
         before = peak = server.rss
         host, port = server.namesrv.rsplit(":", 1)
         with socket.create_connection((host, int(port))) as hog:
@@ -133,6 +123,15 @@ def stalled_reader(pulls: int = 5000) -> dict:
             "rss_peak_mib": peak >> 20, "rss_growth_mib": (peak - before) >> 20}  # fmt: skip
 
 
+def held_wake_unread(held: int = HELD) -> dict:
+    with RunningServer() as server:
+        answers, before, peak = wake_held_pulls_unread(server, held)
+    codes = [a.code for a in answers]
+    return {"held_pulls": held, "reply_mib_if_buffered": held, "answered_in_full": codes.count(R.SUCCESS),
+            "system_busy": codes.count(R.SYSTEM_BUSY), "rss_before_mib": before >> 20, "rss_peak_mib": peak >> 20,
+            "rss_growth_mib": (peak - before) >> 20}  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--frames", type=int, default=1_000_000)
@@ -140,7 +139,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=24)
     args = parser.parse_args(argv)
     report = {"benchmark": "soak", "machine": machine(), "fuzz": fuzz(args.frames, args.seed),
-              "kill9": kills(args.kills, args.seed), "stalled_reader": stalled_reader()}  # fmt: skip
+              "kill9": kills(args.kills, args.seed), "stalled_reader": stalled_reader(),
+              "held_wake_unread": held_wake_unread()}  # fmt: skip
     report["targets"] = {"crashes": 0, "acknowledged_lost": 0, "stalled_reader_rss_growth_mib_max": 64}
     print(json.dumps(report, indent=2))
 

@@ -20,6 +20,7 @@ BAD_FRAME = "bad_frame"  # undecodable or oversized frame: the connection is clo
 BAD_REQUEST = "bad_request"  # a header or body that does not parse: answered SYSTEM_ERROR
 UNSUPPORTED_CODE = "unsupported_code"  # answered REQUEST_CODE_NOT_SUPPORTED
 TOO_MANY_IN_FLIGHT = "too_many_in_flight"  # answered SYSTEM_BUSY
+REPLY_BUFFER_FULL = "reply_buffer_full"  # an answer the unread peer had no room for: SYSTEM_BUSY instead
 
 
 @dataclasses.dataclass

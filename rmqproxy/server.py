@@ -37,7 +37,7 @@ from .processors.sendback import SendBackProcessor
 from .rejects import Rejections
 from .store import MessageStore, StoreConfig
 from .topics import TopicTable
-from .transport import Connection
+from .transport import Connection, ReplyBuffers
 
 log = Logger()
 
@@ -65,6 +65,7 @@ class _Factory(Factory):
             on_close=self.server.connection_closed,
             on_reject=self.server.rejections,
             max_in_flight=self.server.config.max_in_flight_requests_per_connection,
+            buffers=self.server.reply_buffers,
         )
         self.server.connections.add(conn)
         return conn
@@ -176,6 +177,7 @@ class Server:
            unmeasured=frozenset({C.PULL_MESSAGE, C.LITE_PULL_MESSAGE}))  # fmt: skip
         self.ports: list[IListeningPort] = []
         self.connections: set[Connection] = set()
+        self.reply_buffers = ReplyBuffers(config.max_buffered_reply_bytes_per_connection, config.max_buffered_reply_bytes)
         self._all_closed: defer.Deferred | None = None
         self._loops: list[task.LoopingCall] = []
 

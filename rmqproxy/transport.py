@@ -15,6 +15,9 @@ A thin adapter over the sans-IO codec. Invariants:
   The replies of one read are flushed early once they pass ``REPLY_FLUSH_BYTES``, so a pipelined
   burst of large answers meets that bound while it is being handled. A peer that stops reading
   therefore costs the server a bounded buffer, never memory that grows with what it sends.
+- Answers that land later (held pulls waking) are written even to a paused connection, so those
+  are bounded by ``ReplyBuffers``: past its per-connection or total bound, an answer with a body
+  is replaced by SYSTEM_BUSY, which the client retries once it reads again.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from codec.command import RemotingCommand
 from codec.errors import CodecError
 from codec.frame import FrameDecoder
 
-from .rejects import BAD_FRAME, TOO_MANY_IN_FLIGHT
+from .rejects import BAD_FRAME, REPLY_BUFFER_FULL, TOO_MANY_IN_FLIGHT
 
 log = Logger()
 
@@ -51,6 +54,29 @@ class RequestTimeout(Exception):
     """A peer did not answer our request in time."""
 
 
+class ReplyBuffers:
+    """Bytes written to connections whose peers are not reading (paused), per connection and in
+    all, against a bound for each: an answer with a body that would pass either is refused."""
+
+    def __init__(self, per_connection: int, total: int) -> None:
+        self.per_connection = per_connection
+        self.limit = total
+        self.total = 0
+
+    def admit(self, conn: Connection, size: int, *, required: bool) -> bool:
+        """Count ``size`` more unread bytes of ``conn``, unless an optional write would pass a bound."""
+        if not required and (conn.unread + size > self.per_connection or self.total + size > self.limit):
+            return False
+        conn.unread += size
+        self.total += size
+        return True
+
+    def drained(self, conn: Connection) -> None:
+        """``conn``'s peer read everything (or is gone): its bytes no longer count."""
+        self.total -= conn.unread
+        conn.unread = 0
+
+
 class Connection(Protocol):
     """One peer. ``client_id`` is filled in by its first heartbeat."""
 
@@ -63,6 +89,7 @@ class Connection(Protocol):
         on_close: Callable[[Connection], None] | None = None,
         on_reject: Callable[..., None] | None = None,
         max_in_flight: int = 20_000,
+        buffers: ReplyBuffers | None = None,
     ) -> None:
         self.id = next(_ids)
         self.handler = handler
@@ -71,6 +98,8 @@ class Connection(Protocol):
         self.on_close = on_close
         self.on_reject = on_reject
         self.max_in_flight = max_in_flight
+        self.buffers = buffers if buffers is not None else ReplyBuffers(32 << 20, 512 << 20)
+        self.unread = 0  # bytes written since the peer stopped reading (counted by ``buffers``)
         self.in_flight = 0  # requests whose answer is still to come (held pulls, SYNC_FLUSH sends)
         self.remote = "unknown"
         self.born_host = None  # the peer as a message's BORNHOST, parsed once (send processor)
@@ -113,6 +142,7 @@ class Connection(Protocol):
         if not self.paused or not self.connected:
             return
         self.paused = False
+        self.buffers.drained(self)
         waiting, self._waiting = self._waiting, []
         if waiting:
             self._handle(waiting)
@@ -209,6 +239,8 @@ class Connection(Protocol):
         made while a read is handled are collected and leave together when it ends."""
         if command is None or not self.connected:
             return
+        if self.paused:
+            command = self._within_buffers(command)
         header = command.encode_header()
         body = command.body
         replies = self._replies
@@ -226,6 +258,22 @@ class Connection(Protocol):
             self.transport.writeSequence((header, body))
         else:
             self.transport.write(header)
+
+    def _within_buffers(self, command: RemotingCommand) -> RemotingCommand:
+        """``command``, or SYSTEM_BUSY in place of an answer whose body the unread peer has no
+        room left for (``ReplyBuffers``); requests and bodiless answers always go."""
+        size = len(command.body) + 256  # a header's usual size: close enough for a bound
+        optional = command.is_response and bool(command.body)
+        if self.buffers.admit(self, size, required=not optional):
+            return command
+        if self.on_reject is not None:
+            self.on_reject(REPLY_BUFFER_FULL, "{conn} is not reading: {n} bytes of its replies wait; refusing a "
+                           "{size}-byte answer", conn=self, n=self.unread, size=size)  # fmt: skip
+        busy = _with(command, code=2, ext_fields=None, body=b"",
+                     remark=f"{self.unread} bytes of answers to this connection are still unread "
+                            "(maxBufferedReplyBytesPerConnection, maxBufferedReplyBytes); try again")  # fmt: skip
+        self.buffers.admit(self, 256, required=True)
+        return busy
 
     def _flush_replies(self, replies: list[bytes]) -> None:
         """The replies of one read in one send, straight to the socket when nothing is queued
@@ -276,6 +324,7 @@ class Connection(Protocol):
 
     def connectionLost(self, reason: Failure = None) -> None:
         self.connected = False
+        self.buffers.drained(self)
         pending, self._pending = self._pending, {}
         for d, call in pending.values():
             if call.active():

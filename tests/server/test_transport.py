@@ -10,7 +10,7 @@ from twisted.internet.testing import StringTransport
 
 from codec.command import RemotingCommand
 from codec.frame import FrameDecoder
-from rmqproxy.transport import Connection
+from rmqproxy.transport import Connection, ReplyBuffers
 
 
 class SocketTransport(StringTransport):
@@ -119,6 +119,9 @@ class PausingTransport(SocketTransport):
         if self.producer is not None and len(self.value()) > self.bufferSize:
             self.producer.pauseProducing()
 
+    def writeSequence(self, data: list[bytes]) -> None:
+        self.write(b"".join(data))
+
     def drain(self) -> bytes:
         sent = self.value()
         self.clear()
@@ -168,3 +171,55 @@ def test_past_its_in_flight_bound_a_connection_gets_system_busy_until_answers_la
     pending[0].callback(None)
     conn.dataReceived(_requests(5))
     assert _opaques(transport.value()) == [1] and conn.in_flight == 3 and len(pending) == 4
+
+
+def _held(transport: StringTransport, buffers: ReplyBuffers) -> tuple[Connection, list[defer.Deferred]]:
+    """A connection whose every request is answered later (as a held pull is), with a body."""
+    pending: list[defer.Deferred] = []
+
+    def later(request: RemotingCommand, conn: Connection) -> defer.Deferred:
+        d: defer.Deferred = defer.Deferred()
+        pending.append(d.addCallback(lambda body: request.response(0, ext_fields={"nextBeginOffset": "9"}, body=body)))
+        return d
+
+    conn = Connection(later, task.Clock(), max_frame_bytes=1 << 20, buffers=buffers)
+    conn.makeConnection(transport)
+    return conn, pending
+
+
+def test_answers_landing_on_a_peer_that_does_not_read_stop_at_its_bound_as_system_busy() -> None:
+    """Held pulls that wake while their client is not reading are written all the same: without a
+    bound, 10,000 of them of 128 KiB each would take the server to over a gigabyte."""
+    transport = PausingTransport()
+    buffers = ReplyBuffers(per_connection=300_000, total=10 << 20)
+    conn, pending = _held(transport, buffers)
+    conn.dataReceived(_requests(*range(1, 11)))
+    for d in pending:
+        d.callback(bytes(100_000))
+    assert conn.paused
+    answers = [RemotingCommand.decode(p) for p in FrameDecoder().feed(transport.value())]
+    full = [a.opaque for a in answers if a.code == 0]
+    busy = [a for a in answers if a.code == 2]
+    assert len(transport.value()) < 64 * 1024 + 300_000 + 100_000 + 10 * 512
+    assert full and busy and [a.opaque for a in answers] == list(range(1, 11))
+    assert all(not a.body and not a.ext_fields and "maxBufferedReplyBytesPerConnection" in a.remark for a in busy)
+    assert buffers.total == conn.unread > 0
+    transport.drain()  # the client reads again: its bytes no longer count
+    assert buffers.total == conn.unread == 0
+
+
+def test_the_total_bound_is_shared_by_every_connection() -> None:
+    buffers = ReplyBuffers(per_connection=1 << 30, total=250_000)
+    first, second = PausingTransport(), PausingTransport()
+    conn1, pending1 = _held(first, buffers)
+    conn2, pending2 = _held(second, buffers)
+    conn1.dataReceived(_requests(1, 2, 3))
+    conn2.dataReceived(_requests(1, 2))
+    for d in pending1:
+        d.callback(bytes(100_000))
+    assert [RemotingCommand.decode(p).code for p in FrameDecoder().feed(first.value())] == [0, 0, 0]
+    for d in pending2:  # the first fills the socket's share and pauses; conn1's answers took the rest
+        d.callback(bytes(100_000))
+    assert [RemotingCommand.decode(p).code for p in FrameDecoder().feed(second.value())] == [0, 2]
+    conn1.connectionLost(None)  # a closed connection's bytes are freed too
+    assert buffers.total == conn2.unread
