@@ -62,7 +62,7 @@ SETTINGS: tuple[Setting, ...] = (
             "beyond this many unanswered requests on one connection, answer SYSTEM_BUSY"),
     Setting("maxPullSuspendTimeMillis", "max_pull_suspend_ms", int, 30_000,
             "longest hold a pull may ask for (suspendTimeoutMillis is cut to it)"),
-    Setting("maxBufferedReplyBytesPerConnection", "max_buffered_reply_bytes_per_connection", int, 32 << 20,
+    Setting("maxBufferedReplyBytesPerConnection", "max_buffered_reply_bytes_per_connection", int, 16 << 20,
             "unread answer bytes one connection may hold; past it an answer with a body gets SYSTEM_BUSY"),
     Setting("maxBufferedReplyBytes", "max_buffered_reply_bytes", int, 512 << 20,
             "unread answer bytes all connections together may hold; past it the same"),
@@ -132,7 +132,7 @@ class Config:
     max_held_pulls_per_connection: int = 10_000
     max_pull_suspend_ms: int = 30_000
     max_in_flight_requests_per_connection: int = 20_000
-    max_buffered_reply_bytes_per_connection: int = 32 << 20
+    max_buffered_reply_bytes_per_connection: int = 16 << 20
     max_buffered_reply_bytes: int = 512 << 20
     server_socket_backlog: int = 1024
     lock_release_on_disconnect: str = "safe"

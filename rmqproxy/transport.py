@@ -98,7 +98,7 @@ class Connection(Protocol):
         self.on_close = on_close
         self.on_reject = on_reject
         self.max_in_flight = max_in_flight
-        self.buffers = buffers if buffers is not None else ReplyBuffers(32 << 20, 512 << 20)
+        self.buffers = buffers if buffers is not None else ReplyBuffers(16 << 20, 512 << 20)
         self.unread = 0  # bytes written since the peer stopped reading (counted by ``buffers``)
         self.in_flight = 0  # requests whose answer is still to come (held pulls, SYNC_FLUSH sends)
         self.remote = "unknown"
