@@ -10,6 +10,12 @@ B. timeout: its deadline passed; the read is re-run once and answered, whatever 
 C. disconnect: its connection closed; it is dropped silently (nobody to answer);
 D. shutdown: the server stops; the read is re-run and answered.
 
+Every completion first takes the pull out of the tables and cancels its timer, then re-reads: a
+re-read that re-enters the service (an answer whose write closes the connection) finds the pull
+already gone, so it is answered once. An arrival whose re-read finds nothing puts the pull back,
+with the deadline it had. A re-read that raises is logged and counted (``failures``), the pull is
+dropped, and the arrival goes on to the other pulls.
+
 A pull past ``max_held`` is not held: its caller answers at once. ``max_held_per_conn`` bounds
 what one connection may hold, so no client can take every held pull (``conn_full``; its caller
 refuses the pull). Held pulls are keyed by (topic, queue id); the table never keeps an entry for a
@@ -20,9 +26,15 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.logger import Logger
+
+if TYPE_CHECKING:
+    from .store import Arrival
+
+log = Logger()
 
 WAKE_NONE = "none"
 WAKE_ARRIVAL = "arrival"
@@ -71,6 +83,7 @@ class HoldService:
         self._ids = itertools.count(1)
         self.count = 0
         self.wakeups: dict[str, int] = {}
+        self.failures = 0  # re-reads that raised
 
     def conn_full(self, conn: Hashable) -> bool:
         """Whether ``conn`` already holds ``max_held_per_conn`` pulls."""
@@ -82,49 +95,70 @@ class HoldService:
         if self.count >= self.max_held or self.conn_full(pull.conn):
             return False
         pull.id = next(self._ids)
+        self._insert(pull)
+        return True
+
+    def _insert(self, pull: HeldPull) -> None:
+        pull.done = False
         self._held.setdefault(pull.key, {})[pull.id] = pull
         self._by_conn.setdefault(pull.conn, {})[pull.id] = pull
         self.count += 1
         pull.timer = self.clock.callLater(max(0.0, pull.deadline - self.clock.seconds()), self._expire, pull)
-        return True
 
     def held(self, key: tuple[str, int] | None = None) -> list[HeldPull]:
         if key is not None:
             return list(self._held.get(key, {}).values())
         return [p for pulls in self._held.values() for p in pulls.values()]
 
-    def arrived(self, topic: str, queue_id: int, queue_offset: int, tags_code: int) -> None:
-        """A message became readable at ``queue_offset``: wake the pulls it can satisfy (case A)."""
-        pulls = self._held.get((topic, queue_id))
+    def arrived(self, arrival: Arrival) -> None:
+        """A message became readable: wake the held pulls of its queue it can satisfy (case A)."""
+        pulls = self._held.get((arrival.topic, arrival.queue_id))
         if not pulls:
             return
         for pull in list(pulls.values()):
-            if pull.done or pull.offset > queue_offset or not pull.matches(tags_code):
+            if pull.done or pull.offset > arrival.queue_offset or not pull.matches(arrival.tags_code):
                 continue
-            if pull.reread(WAKE_ARRIVAL, False):
-                self._finish(pull, WAKE_ARRIVAL)
+            self._remove(pull)
+            if self._reread(pull, WAKE_ARRIVAL, False):
+                self._count(WAKE_ARRIVAL)
+            else:
+                self._insert(pull)  # nothing for it after all: hold on, to the same deadline
 
     def _expire(self, pull: HeldPull) -> None:
         pull.timer = None
         if not pull.done:
-            self._finish(pull, WAKE_TIMEOUT)
-            pull.reread(WAKE_TIMEOUT, True)
+            self._complete(pull, WAKE_TIMEOUT)
 
     def connection_closed(self, conn: Hashable) -> int:
         """Drop every pull held for ``conn`` (case C); returns how many."""
-        pulls = self._by_conn.pop(conn, {})
-        for pull in list(pulls.values()):
-            self._finish(pull, WAKE_DISCONNECT)
-            pull.reread(WAKE_DISCONNECT, True)
+        pulls = list(self._by_conn.get(conn, {}).values())
+        for pull in pulls:
+            self._complete(pull, WAKE_DISCONNECT)
         return len(pulls)
 
     def shutdown(self) -> None:
         """Answer every held pull now (case D)."""
         for pull in self.held():
-            self._finish(pull, WAKE_SHUTDOWN)
-            pull.reread(WAKE_SHUTDOWN, True)
+            if not pull.done:
+                self._complete(pull, WAKE_SHUTDOWN)
 
-    def _finish(self, pull: HeldPull, wake: str) -> None:
+    def _complete(self, pull: HeldPull, wake: str) -> None:
+        """End ``pull`` with a final re-read (cases B, C and D)."""
+        self._remove(pull)
+        self._reread(pull, wake, True)
+        self._count(wake)
+
+    def _reread(self, pull: HeldPull, wake: str, final: bool) -> bool:
+        """``pull.reread``, guarded: one that raises is logged, counted and ends the pull."""
+        try:
+            return pull.reread(wake, final)
+        except Exception:
+            self.failures += 1
+            log.failure("a held pull of {group} on {key} failed on {wake}", group=pull.group, key=pull.key, wake=wake)
+            return True
+
+    def _remove(self, pull: HeldPull) -> None:
+        """Take ``pull`` out of the tables and cancel its timer."""
         pull.done = True
         if pull.timer is not None and pull.timer.active():
             pull.timer.cancel()
@@ -139,6 +173,8 @@ class HoldService:
             by_conn.pop(pull.id, None)
             if not by_conn:
                 del self._by_conn[pull.conn]
+
+    def _count(self, wake: str) -> None:
         self.wakeups[wake] = self.wakeups.get(wake, 0) + 1
 
 

@@ -1,5 +1,5 @@
 """The composition root: builds the store, tables, services and processors, wires them, and
-starts the listeners. Nothing else constructs these objects (DESIGN.md, module map)."""
+starts the listeners. Nothing else constructs these objects (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -109,9 +109,7 @@ class Server:
         self.clients = ClientRegistry()
         self.rejections = Rejections(reactor.seconds)
         self.holds = HoldService(reactor, config.max_held_pulls, config.max_held_pulls_per_connection)
-        self.store.add_arrival_listener(
-            lambda a: self.holds.arrived(a.topic, a.queue_id, a.queue_offset, a.tags_code)
-        )
+        self.store.add_arrival_listener(self.holds.arrived)
         names = NameServer(config, self.topics)
         send = SendProcessor(config, self.store, self.topics, on_put=hooks.on_put)
         self.hold_log = HoldLog(config.pull_log_dir, config.pull_log_mode)
@@ -305,10 +303,11 @@ class Server:
                 loop.stop()
         for port in self.ports:
             port.stopListening()
-        self.holds.shutdown()
-        self.hold_log.close()
-        self.locks.close()
-        self.topics.close()
+        for step in (self.holds.shutdown, self.hold_log.close, self.locks.close, self.topics.close):
+            try:
+                step()
+            except Exception:  # whatever fails, the store below is still flushed and closed
+                log.failure("stopping: {step} failed", step=step.__qualname__)
         self.store.shutdown()
         log.info("rmqproxy stopped; store flushed")
         self._all_closed = defer.Deferred()

@@ -306,6 +306,7 @@ class MessageStore:
         self._delay_offsets_saved: dict[int, int] = {}
         self._segment_newest: dict[int, int | None] = {}  # full segment base → newest store time
         self.recovered_records = 0
+        self.listener_failures = 0  # arrival listeners that raised (logged; the put stands)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -581,7 +582,11 @@ class MessageStore:
         if self._listeners:
             arrival = Arrival(topic, msg.queue_id, msg.queue_offset, tags_code, msg.store_timestamp, props)
             for fn in self._listeners:
-                fn(arrival)
+                try:
+                    fn(arrival)
+                except Exception:  # the message is stored: a listener's failure must not fail its put
+                    self.listener_failures += 1
+                    log.failure("store: an arrival listener failed on {topic}:{queue}", topic=topic, queue=msg.queue_id)
 
     def _snapshot(self) -> tuple[int, set, dict]:
         """Owner thread: what the next checkpoint covers — the dispatched position, the consume

@@ -6,6 +6,11 @@ from __future__ import annotations
 from twisted.internet import task
 
 from rmqproxy.hold import WAKE_ARRIVAL, WAKE_DISCONNECT, WAKE_SHUTDOWN, WAKE_TIMEOUT, HeldPull, HoldService
+from rmqproxy.store import Arrival
+
+
+def arrive(service: HoldService, topic: str, queue_id: int, offset: int, tags_code: int) -> None:
+    service.arrived(Arrival(topic, queue_id, offset, tags_code, 0, {}))
 
 
 class Waiter:
@@ -34,7 +39,7 @@ def test_arrival_wakes_a_pull_at_once() -> None:
     service, clock = setup()
     waiter = Waiter(service, clock)
     waiter.ready = True
-    service.arrived("T", 0, 5, 0)
+    arrive(service, "T", 0, 5, 0)
     assert waiter.answers == [(WAKE_ARRIVAL, True)] and service.count == 0 and not service.held()
 
 
@@ -42,8 +47,8 @@ def test_an_arrival_before_the_pulled_offset_does_not_wake() -> None:
     service, clock = setup()
     waiter = Waiter(service, clock, offset=5)
     waiter.ready = True
-    service.arrived("T", 0, 4, 0)
-    service.arrived("T", 1, 9, 0)  # another queue
+    arrive(service, "T", 0, 4, 0)
+    arrive(service, "T", 1, 9, 0)  # another queue
     assert waiter.answers == [] and service.count == 1
 
 
@@ -51,10 +56,10 @@ def test_filter_miss_keeps_holding_with_the_same_deadline() -> None:
     service, clock = setup()
     waiter = Waiter(service, clock, matches=lambda code: code == 7)
     waiter.ready = True
-    service.arrived("T", 0, 5, 8)
+    arrive(service, "T", 0, 5, 8)
     assert waiter.answers == []
     waiter.ready = False
-    service.arrived("T", 0, 6, 7)  # matches, but the re-read finds nothing (e.g. client-side filter)
+    arrive(service, "T", 0, 6, 7)  # matches, but the re-read finds nothing (e.g. client-side filter)
     assert waiter.answers == [] and service.count == 1
     clock.advance(15)
     assert waiter.answers == [(WAKE_TIMEOUT, False)]
@@ -74,7 +79,7 @@ def test_every_waiter_on_a_queue_wakes() -> None:
     waiters = [Waiter(service, clock, conn=f"c{i}") for i in range(5)]
     for w in waiters:
         w.ready = True
-    service.arrived("T", 0, 5, 0)
+    arrive(service, "T", 0, 5, 0)
     assert all(w.answers == [(WAKE_ARRIVAL, True)] for w in waiters) and service.count == 0
 
 
@@ -82,7 +87,7 @@ def test_arrival_and_timeout_never_both_complete_a_pull() -> None:
     service, clock = setup()
     waiter = Waiter(service, clock, timeout=1.0)
     waiter.ready = True
-    service.arrived("T", 0, 5, 0)
+    arrive(service, "T", 0, 5, 0)
     clock.advance(5)
     assert waiter.answers == [(WAKE_ARRIVAL, True)]
     assert not clock.getDelayedCalls()  # the timer was cancelled
@@ -117,6 +122,52 @@ def test_wakeups_are_counted_by_reason() -> None:
     Waiter(service, clock)
     w = Waiter(service, clock, key=("U", 0))
     w.ready = True
-    service.arrived("U", 0, 9, 0)
+    arrive(service, "U", 0, 9, 0)
     clock.advance(15)
     assert service.wakeups == {WAKE_ARRIVAL: 1, WAKE_TIMEOUT: 1}
+
+
+def test_a_reread_that_raises_is_counted_and_ends_only_that_pull() -> None:
+    service, clock = setup()
+    broken = Waiter(service, clock, conn="c1")
+    fine = Waiter(service, clock, conn="c2")
+    fine.ready = True
+
+    def boom(wake: str, final: bool) -> bool:
+        raise RuntimeError("listener bug")
+
+    broken.pull.reread = boom
+    arrive(service, "T", 0, 5, 0)
+    assert fine.answers == [(WAKE_ARRIVAL, True)]
+    assert service.failures == 1 and service.count == 0 and not clock.getDelayedCalls()
+
+
+def test_a_reread_that_reenters_the_service_answers_its_pull_once() -> None:
+    """An answer whose write closes the connection calls ``connection_closed`` from inside the
+    re-read: the pull is already out of the tables, so it is not completed a second time."""
+    service, clock = setup()
+    waiter = Waiter(service, clock, conn="c1")
+    waiter.ready = True
+    inner = waiter.pull.reread
+
+    def closing(wake: str, final: bool) -> bool:
+        answered = inner(wake, final)
+        service.connection_closed("c1")
+        return answered
+
+    waiter.pull.reread = closing
+    arrive(service, "T", 0, 5, 0)
+    assert waiter.answers == [(WAKE_ARRIVAL, True)] and service.count == 0
+
+
+def test_shutdown_and_expiry_go_on_past_a_failing_pull() -> None:
+    service, clock = setup()
+    waiters = [Waiter(service, clock, key=("T", q)) for q in range(3)]
+
+    def boom(wake: str, final: bool) -> bool:
+        raise RuntimeError("listener bug")
+
+    waiters[1].pull.reread = boom
+    service.shutdown()
+    assert waiters[0].answers == waiters[2].answers == [(WAKE_SHUTDOWN, False)]
+    assert service.failures == 1 and service.count == 0
