@@ -59,7 +59,7 @@ def pull_request(serialize_type: int) -> RemotingCommand:
 
 
 def pull_not_found(serialize_type: int) -> RemotingCommand:
-    """The commonest small frame a broker writes: a PULL_NOT_FOUND answer (PROTOCOL.md §11 B)."""
+    """The commonest small frame a broker writes: a PULL_NOT_FOUND answer (golden frame B of ``tests/codec/golden.py``)."""
     header = PullMessageResponseHeader(suggest_which_broker_id=0, next_begin_offset=5, min_offset=0, max_offset=5)
     return RemotingCommand(
         code=ResponseCode.PULL_NOT_FOUND, opaque=7, flag=1, remark="OFFSET_OVERFLOW_ONE",

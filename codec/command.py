@@ -4,7 +4,7 @@ A frame payload (what ``FrameDecoder`` yields) is ``type_and_len:int32`` (high b
 low 24 bits header length), the header, then the body. The header is either fastjson JSON
 (type 0) or ``RocketMQSerializable`` binary (type 1); we decode whichever the peer used and
 ``RemotingCommand.serialize_type`` remembers it so the answer goes back in the same one
-(PROTOCOL.md §2). ``BINARY_HEADER`` below is the construct declaration of the binary layout, the
+(docs/protocol.md, Headers). ``BINARY_HEADER`` below is the construct declaration of the binary layout, the
 single spec; ``_decode_binary``/``_encode_binary`` are its ``struct`` fast path, tested against it.
 
 Byte-exactness with Java: JSON properties are written alphabetically with nulls omitted, compact,

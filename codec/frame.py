@@ -1,6 +1,6 @@
 """Frame splitting: the 4-byte big-endian length prefix of RocketMQ remoting.
 
-A frame on the wire is ``total_length:int32`` followed by ``total_length`` bytes (PROTOCOL.md §1).
+A frame on the wire is ``total_length:int32`` followed by ``total_length`` bytes (docs/protocol.md, Frames).
 ``FrameDecoder`` is fed arbitrary chunks and returns the payloads (the bytes after the prefix) of
 every complete frame. The cap is checked from the prefix alone, before any of the frame is
 buffered, so a peer can make us hold at most ``max_frame_bytes`` plus one chunk. After an error the

@@ -1,7 +1,7 @@
 """Typed custom headers: one declarative table per Java header class, one generic converter.
 
 A RocketMQ request or response carries its typed header as ``extFields``, a string map: each
-non-null field as name → ``toString()`` (PROTOCOL.md §2). Each header class below is declared as
+non-null field as name → ``toString()`` (docs/protocol.md, Headers). Each header class below is declared as
 data — Java class name, then ``name:TYPE`` per field with ``!`` for ``@CFNotNull`` and
 ``=default`` for Java primitives (always sent) — and becomes a frozen dataclass with snake_case
 attributes. :class:`HeaderCodec` converts between the dataclass and extFields; the per-code tables

@@ -1,7 +1,7 @@
 """Reading and writing JSON in the dialect of fastjson, which Java RocketMQ peers use for bodies.
 
 Reading: standard JSON goes through the C ``json`` module; when that fails we parse the fastjson
-extensions Java writes (PROTOCOL.md §4.1, §10.9): unquoted keys (``{0:"127.0.0.1:10911"}``) and
+extensions Java writes (docs/protocol.md: Routes, Traps): unquoted keys (``{0:"127.0.0.1:10911"}``) and
 object keys (``{{"brokerName":"b","queueId":0,"topic":"T"}:{…}}``). Bare numeric keys come back
 as ``int``; object keys as :class:`ObjectKey` (a hashable, ordered tuple of items).
 

@@ -1,7 +1,7 @@
 """Stored/wire message records, batch bodies, properties, message ids and tag hashes.
 
 A pull, VIEW_MESSAGE_BY_ID or QUERY_MESSAGE body is stored records back to back; a
-SEND_BATCH_MESSAGE body is batch items back to back (PROTOCOL.md §4.2, §6). ``MESSAGE`` and
+SEND_BATCH_MESSAGE body is batch items back to back (docs/protocol.md, Send). ``MESSAGE`` and
 ``BATCH_ITEM`` are the construct declarations, the single spec; ``decode_messages`` /
 ``encode_message`` are a ``struct`` fast path over the same layout, tested record for record
 against them. Every length is checked before it is used, so truncated or hostile input raises

@@ -1,6 +1,6 @@
 """The "Broker overview" dashboard: traffic, lag, connections, requests and the store.
 
-Mostly RocketMQ 5.x broker names (``rocketmq_*``, DESIGN.md: Metrics), so the same panels read a
+Mostly RocketMQ 5.x broker names (``rocketmq_*``, docs/operations.md: Metrics), so the same panels read a
 5.x broker too; ``rocketmq_rpc_latency`` is in milliseconds there and here. The last row is about
 the consumers rmqproxy polls for their own statistics.
 """

@@ -1,4 +1,4 @@
-"""Metric names for PromQL, taken from ``rmqproxy.metrics`` rather than retyped (STYLE.md, module map).
+"""Metric names for PromQL, taken from ``rmqproxy.metrics`` rather than retyped: one owner per name.
 
 ``rmqproxy.metrics.Metrics`` owns the metric objects: their names are read off those objects
 (``describe()``). The live-state families (held pulls, locks, lag, connections) and the client

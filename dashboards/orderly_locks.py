@@ -3,7 +3,7 @@
 An orderly consumer consumes a queue only while it holds that queue's lock on the broker
 (LOCK_BATCH_MQ, renewed every 20 s by the Java client). When a queue changes owner the new owner
 waits for the lock: rmqproxy measures release → grant as the handoff time, and frees locks of
-clients that unregister or disconnect (DESIGN.md, Locks). Client-side consume RT and TPS of the
+clients that unregister or disconnect (docs/protocol.md, Locks). Client-side consume RT and TPS of the
 same groups come from GET_CONSUMER_RUNNING_INFO.
 """
 

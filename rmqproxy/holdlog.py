@@ -1,6 +1,6 @@
 """The pull/hold event: one record per pull answered, and the JSONL log that keeps them.
 
-``PullEvent`` is the schema of DESIGN.md ("Pull/hold event"): the spark jobs and the metrics read
+``PullEvent`` is the schema of docs/operations.md ("The pull event log"): the spark jobs and the metrics read
 the same fields. ``HoldLog`` appends events to ``<dir>/pulls-YYYYMMDD-HH.jsonl`` (UTC hour of the
 answer). The reactor thread only serialises an event and appends it to a buffer; a writer thread
 does the file I/O, so a slow disk never stalls a pull. ``pullLogMode``: ``all`` logs every pull,
@@ -33,7 +33,7 @@ MAX_QUEUED_BYTES = 64 << 20
 
 @dataclasses.dataclass(frozen=True)
 class PullEvent:
-    """One answered pull (field meanings: DESIGN.md). Times in ms; ``*_ms`` epoch fields are ints."""
+    """One answered pull (field meanings: docs/operations.md). Times in ms; ``*_ms`` epoch fields are ints."""
 
     ts_ms: int
     arrived_ms: int

@@ -1,4 +1,4 @@
-"""Rebalance locks for orderly consumers: one owner client per (group, queue) (DESIGN.md, Locks).
+"""Rebalance locks for orderly consumers: one owner client per (group, queue) (docs/protocol.md, Locks).
 
 Semantics of RocketMQ's ``RebalanceLockManager`` (4.9.8): a lock is granted when the queue is
 free, expired (``max_live_s`` after its last renewal) or already the caller's (which renews it);

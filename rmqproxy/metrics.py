@@ -1,4 +1,4 @@
-"""Every Prometheus metric rmqproxy exports is defined here and only here (DESIGN.md, Metrics).
+"""Every Prometheus metric rmqproxy exports is defined here and only here (docs/operations.md, Metrics).
 
 Three kinds:
 - ``rmqproxy_*``: what no RocketMQ component measures — pull latency split into hold and service
@@ -326,7 +326,7 @@ class Metrics:
 
 
 class LiveState:
-    """Collector reading live tables at scrape time (STYLE.md: no drifting inc/dec gauges)."""
+    """Collector reading live tables at scrape time (no inc/dec gauges that could drift from the tables)."""
 
     def __init__(
         self, metrics: Metrics, *, holds: Any, locks: Any, clients: Any, lag: Callable[[], Iterable],

@@ -1,1 +1,1 @@
-"""PySpark jobs over pull/hold event logs (see DESIGN.md, Pull/hold event)."""
+"""PySpark jobs over pull/hold event logs (see docs/operations.md, The pull event log)."""

@@ -14,7 +14,7 @@ def rank_error(k: int) -> float:
     return 2.296 / k**0.9723
 
 
-#: DESIGN.md default ``shortPollingTimeMills``: the deadline of a held pull in short polling mode.
+#: The server's default ``shortPollingTimeMills``: the deadline of a held pull in short polling mode.
 DEFAULT_SHORT_POLLING_MS = 1000
 #: distribution/conf/logback_broker.xml (rocketmq-all-4.9.8) stamps stats.log with %d{...,GMT+8}.
 DEFAULT_STATS_TIMEZONE = "+08:00"

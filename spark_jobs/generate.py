@@ -1,8 +1,8 @@
 """Synthetic pull/hold event logs for tests and benchmarks, shaped like ``rmqproxy serve`` output.
 
 What it owns: a small simulation of consumers pulling from an rmqproxy broker, written as JSONL
-lines with exactly the fields, order and types of ``rmqproxy.holdlog.PullEvent`` (DESIGN.md,
-"Pull/hold event"), into hourly files named as the server names them (``pulls-YYYYMMDD-HH.jsonl``,
+lines with exactly the fields, order and types of ``rmqproxy.holdlog.PullEvent`` (docs/operations.md,
+"The pull event log"), into hourly files named as the server names them (``pulls-YYYYMMDD-HH.jsonl``,
 UTC hour of ``ts_ms``; ``.jsonl.gz`` with ``gzip=True``), lines in answer order.
 
 Invariants:
@@ -54,7 +54,7 @@ from pathlib import Path
 DEFAULT_START_MS = 1_715_630_400_000
 JAVA_PUSH_SUSPEND_MS = 15_000  # DefaultMQPushConsumerImpl BROKER_SUSPEND_MAX_TIME_MILLIS (4.9.8)
 LITE_PULL_SUSPEND_MS = 20_000  # DefaultLitePullConsumer brokerSuspendMaxTimeMillis default (4.9.8)
-SHORT_POLLING_MS = 1_000  # DESIGN.md default shortPollingTimeMills
+SHORT_POLLING_MS = 1_000  # the server's default shortPollingTimeMills
 #: Stored-record overhead per message in a pull body: the fixed fields of the message layout
 #: (message v1, IPv4 hosts: 4+4+4+4+4+8+8+4+8+8+8+4+8+4+8) plus length prefixes and properties.
 RECORD_OVERHEAD_BYTES = 91 + 2 + 4 + 60

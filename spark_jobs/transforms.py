@@ -18,7 +18,7 @@ Definitions (documented once, here, and in spark_jobs/README.md):
 - Timeout overshoot: for ``wake == "timeout"`` only, ``hold_ms`` minus the deadline the server
   held the pull to: ``suspend_ms`` in ``long`` mode, and in ``short`` mode the broker's
   ``shortPollingTimeMills``, which is not in the event, so it is a job parameter
-  (``short_polling_ms``, default 1000 as in DESIGN.md). Events of another mode get none.
+  (``short_polling_ms``, default 1000, the server's). Events of another mode get none.
 - Hold share of time: sum of ``hold_ms`` over sum of ``total_ms``: how much of the pull time the
   clients saw was waiting for messages rather than the broker working.
 - Arrival rate: messages returned per minute for a (group, topic): a consumer that keeps up

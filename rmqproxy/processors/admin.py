@@ -1,4 +1,4 @@
-"""What mqadmin and the client's admin calls need (PROTOCOL.md §4.9, §4.10): message views and
+"""What mqadmin and the client's admin calls need (docs/protocol.md, Codes rmqproxy answers): message views and
 queries, topic create/delete, topic and consume stats, runtime info, connections, and
 GET_CONSUMER_RUNNING_INFO forwarded to the consumer itself.
 """

@@ -1,5 +1,5 @@
 """Clients and offsets: HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP, the consumer
-offset codes and the queue offset queries (PROTOCOL.md §4.4-4.6).
+offset codes and the queue offset queries (docs/protocol.md: Heartbeats and groups, Consumer offsets).
 
 Membership changes notify every remaining member of the group with NOTIFY_CONSUMER_IDS_CHANGED
 (oneway), so they rebalance at once instead of on their 20 s tick.

@@ -1,4 +1,4 @@
-"""LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42) for orderly consumers (PROTOCOL.md §4.8).
+"""LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42) for orderly consumers (docs/protocol.md, Locks).
 
 Only real queues are locked: a queue of a topic this broker does not have, of another broker or
 past the topic's queue count is left out of ``lockOKMQSet`` (the client takes it as not locked)

@@ -1,4 +1,4 @@
-"""Name-server role: routes, cluster info, topic lists, KV config (PROTOCOL.md §4.1, §8).
+"""Name-server role: routes, cluster info, topic lists, KV config (docs/protocol.md, Routes).
 
 One process plays both roles, so every route names this broker, at the advertised address.
 """

@@ -1,4 +1,4 @@
-"""PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361): PROTOCOL.md §4.3, §5, §7.
+"""PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361): docs/protocol.md, Pull answers and holds.
 
 Pre-checks in the 4.9.8 order, the subscription (the request's with the SUBSCRIPTION flag, else
 the one registered by heartbeat; none registered, or an older one, is served unfiltered where the

@@ -1,4 +1,4 @@
-"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320): PROTOCOL.md §4.2.
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320): docs/protocol.md, Send.
 
 Checks as the 4.9.8 broker makes them (topic name, auto-create through TBW102, queue id, body
 size), stores with the broker's properties (``CLUSTER`` added, ``WAIT`` dropped), sends a retry

@@ -1,4 +1,4 @@
-"""CONSUMER_SEND_MSG_BACK (36): a consumer gives a message back for a later retry (§4.7).
+"""CONSUMER_SEND_MSG_BACK (36): a consumer gives a message back for a later retry (docs/protocol.md, Send-back and retries).
 
 The original is looked up by its physical offset and stored again in ``%RETRY%<group>`` through
 a delay level (``delayLevel`` or, when 0, 3 + reconsumeTimes), or in ``%DLQ%<group>`` once its

@@ -1,4 +1,4 @@
-"""The golden frames of PROTOCOL.md §11, verified there against the Java 4.9.7 classes."""
+"""Golden frames and records, each checked against the Java 4.9.7 classes (tests/interop)."""
 
 #: JSON GET_ROUTEINFO_BY_TOPIC request for TopicTest, opaque 7, version 409.
 FRAME_A = bytes.fromhex(

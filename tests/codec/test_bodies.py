@@ -50,7 +50,7 @@ HEARTBEAT = (
     b'"unitMode":false}],"producerDataSet":[{"groupName":"CLIENT_INNER_PRODUCER"}]}'
 )
 
-# PROTOCOL.md §4.1: exact Java output in the legacy (unquoted key) form.
+# docs/protocol.md, Routes: exact Java output in the legacy (unquoted key) form.
 ROUTE_LEGACY = (
     b'{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911"},"brokerName":"broker-a","cluster":"DefaultCluster"}],'
     b'"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,"topicSysFlag":0,'

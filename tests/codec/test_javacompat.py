@@ -19,7 +19,7 @@ def test_string_hash_is_javas(text: str, expected: int) -> None:
 
 
 def test_hashmap_order_matches_the_java_pull_response_in_json_mode() -> None:
-    # PROTOCOL.md §11 B: a Java broker writes these four keys in this order in JSON mode.
+    # Golden frame B: a Java broker writes these four keys in this order in JSON mode.
     keys = ["suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset"]
     assert hashmap_order(keys) == ("suggestWhichBrokerId", "nextBeginOffset", "maxOffset", "minOffset")
 

@@ -178,7 +178,7 @@ def test_every_header_both_directions(oracle, oracle_line, code, codec, is_respo
 
 @pytest.mark.parametrize("serialize", SERIALIZE, ids=lambda s: s.name)
 def test_send_response_with_broker_extras(oracle, oracle_line, serialize) -> None:
-    """SEND responses carry MSG_REGION and TRACE_ON beside the fast header (PROTOCOL.md §4.2)."""
+    """SEND responses carry MSG_REGION and TRACE_ON beside the fast header (docs/protocol.md, Send)."""
     codec = RESPONSE_HEADERS[RequestCode.SEND_MESSAGE_V2]
     header = codec.cls(msg_id="7F00000100002A9F0000000000002000", queue_id=3, queue_offset=42)
     extras = {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}

@@ -1,6 +1,6 @@
 """Smoke tests of the Java oracle itself (no Python codec involved).
 
-Checks the real RocketMQ classes against the golden vectors of PROTOCOL.md §11 and against frames
+Checks the real RocketMQ classes against the golden vectors of tests/codec/golden.py and against frames
 recorded from a real Java 4.9.7 client/broker session, for both client lines.  Where the 5.x line
 legitimately differs from 4.9 the test says so explicitly (search for "5.x").
 """

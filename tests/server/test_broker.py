@@ -1,5 +1,5 @@
 """The broker and name-server roles end to end on a fake reactor: real store, typed requests,
-the responses a Java client would get (PROTOCOL.md §4, §8)."""
+the responses a Java client would get (docs/protocol.md)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,131 @@
+"""The repo explains itself and keeps its layering (issue 25): no tracked file points outside the
+clone for documentation, docs/ covers every key, event field and metric, the README's layout
+lists every folder, and imports only point down (docs/architecture.md, Rules)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rmqproxy.config import SETTINGS
+from rmqproxy.holdlog import PullEvent
+
+ROOT = Path(__file__).resolve().parents[1]
+# Built, so that this file does not match itself.
+OUTSIDE_DOCS = ("shared" + "/", "PROTOCOL" + ".md", "DESIGN" + ".md", "STYLE" + ".md")
+
+
+def tracked_files() -> list[Path]:
+    try:
+        out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    return [ROOT / line for line in out.splitlines() if line]
+
+
+def python_files(*folders: str) -> list[Path]:
+    return [p for p in tracked_files() if p.suffix == ".py" and p.relative_to(ROOT).parts[0] in folders]
+
+
+def test_no_tracked_file_points_at_documents_outside_the_repo() -> None:
+    offenders = []
+    for path in tracked_files():
+        if path == Path(__file__).resolve() or path.suffix in (".png", ".parquet", ".gz"):
+            continue
+        try:
+            text = path.read_text()
+        except (UnicodeDecodeError, FileNotFoundError):
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if any(marker in line for marker in OUTSIDE_DOCS):
+                offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_every_docs_path_named_in_the_repo_exists() -> None:
+    named = set()
+    for path in tracked_files():
+        if path.suffix in (".py", ".md"):
+            named |= set(re.findall(r"docs/[a-z_]+\.md", path.read_text()))
+    assert named >= {"docs/architecture.md", "docs/protocol.md", "docs/operations.md"}
+    assert [name for name in sorted(named) if not (ROOT / name).exists()] == []
+
+
+def test_operations_doc_lists_every_key_event_field_and_metric() -> None:
+    text = (ROOT / "docs" / "operations.md").read_text()
+    missing = [f"key {s.key}" for s in SETTINGS if f"`{s.key}`" not in text]
+    missing += [f"event field {f.name}" for f in dataclasses.fields(PullEvent) if f"`{f.name}`" not in text]
+    metrics_source = (ROOT / "rmqproxy" / "metrics.py").read_text()
+    for name in sorted(set(re.findall(r'"((?:rmqproxy|rocketmq)_[a-z_]+)"', metrics_source))):
+        if name not in text:
+            missing.append(f"metric {name}")
+    assert not missing, missing
+
+
+def test_readme_layout_lists_every_top_level_and_tests_folder() -> None:
+    readme = (ROOT / "README.md").read_text()
+    layout = readme[readme.index("## Layout") :]
+    layout = layout[: layout.index("\n## ", 4)]
+    folders = {p.relative_to(ROOT).parts[0] for p in tracked_files() if len(p.relative_to(ROOT).parts) > 1}
+    folders -= {".ci", ".github"}
+    tests = {p.relative_to(ROOT).parts[1] for p in tracked_files()
+             if p.relative_to(ROOT).parts[0] == "tests" and len(p.relative_to(ROOT).parts) > 2}  # fmt: skip
+    missing = [f"{f}/" for f in sorted(folders) if f"`{f}/`" not in layout]
+    missing += [f"tests/{t}/" for t in sorted(tests) if f"`tests/{t}/`" not in layout]
+    assert not missing, f"README's Layout does not list {missing}"
+    assert "docs/architecture.md" in layout
+
+
+def _imports(path: Path) -> set[str]:
+    """Absolute module names ``path`` imports (relative imports resolved)."""
+    package = list(path.relative_to(ROOT).parts[:-1])  # a module's and an __init__'s package alike
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            names.add(module)
+            names |= {f"{module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def _violations(files: list[Path], forbidden: tuple[str, ...]) -> list[str]:
+    found = []
+    for path in files:
+        for name in _imports(path):
+            if any(name == f or name.startswith(f + ".") for f in forbidden):
+                found.append(f"{path.relative_to(ROOT)} imports {name}")
+    return found
+
+
+def test_the_codec_imports_nothing_of_the_project_and_no_twisted() -> None:
+    assert _violations(python_files("codec"), ("rmqproxy", "dashboards", "spark_jobs", "tests", "bench",
+                                                "twisted")) == []  # fmt: skip
+
+
+def test_processors_and_the_store_never_import_the_composition_root_or_the_network() -> None:
+    processors = [p for p in python_files("rmqproxy") if "processors" in p.parts]
+    store = [p for p in python_files("rmqproxy") if "store" in p.parts]
+    assert _violations(processors, ("rmqproxy.server",)) == []
+    assert _violations(store, ("rmqproxy.server", "rmqproxy.transport", "rmqproxy.dispatch",
+                               "rmqproxy.processors", "twisted.internet")) == []  # fmt: skip
+
+
+def test_the_product_never_imports_tests_or_benchmarks() -> None:
+    assert _violations(python_files("codec", "rmqproxy", "dashboards", "spark_jobs"), ("tests", "bench")) == []
+
+
+def test_the_import_checker_sees_relative_imports() -> None:
+    """The checks above would pass vacuously if relative imports were not resolved."""
+    assert "rmqproxy.server" in _imports(ROOT / "rmqproxy" / "cli.py")
+    assert "rmqproxy.store" in _imports(ROOT / "rmqproxy" / "processors" / "pull.py")
