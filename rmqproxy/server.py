@@ -22,6 +22,7 @@ from codec.message import HostPort
 
 from .clients import ClientRegistry
 from .config import Config
+from .delayed import DelayedDelivery
 from .dispatch import Dispatcher
 from .hold import HoldService
 from .holdlog import HoldLog
@@ -110,6 +111,8 @@ class Server:
         self.rejections = Rejections(reactor.seconds)
         self.holds = HoldService(reactor, config.max_held_pulls, config.max_held_pulls_per_connection)
         self.store.add_arrival_listener(self.holds.arrived)
+        self.delayed = DelayedDelivery(self.store, reactor)
+        self.store.add_arrival_listener(self.delayed.arrived)
         names = NameServer(config, self.topics)
         send = SendProcessor(config, self.store, self.topics, on_put=hooks.on_put)
         self.hold_log = HoldLog(config.pull_log_dir, config.pull_log_mode)
@@ -196,11 +199,13 @@ class Server:
             self.ports.append(self.reactor.listenTCP(
                 self.config.metrics_port, Site(MetricsResource(self.registry)), interface=host
             ))  # fmt: skip
-        for interval, fn in ((0.1, self.store.deliver_due), (600.0, self.store.delete_expired),
-                             (DISK_CHECK_INTERVAL_S, self.store.check_disk),
-                             (IDLE_FILES_INTERVAL_S, self.store.release_idle_files),
-                             (10.0, self._expire_idle_clients), (0.5, self.hold_log.flush),
-                             (float(self.config.client_stats_interval_s), self.poll_client_stats)):  # fmt: skip
+        self.delayed.start()
+        periodic = [(600.0, self.store.delete_expired), (DISK_CHECK_INTERVAL_S, self.store.check_disk),
+                    (IDLE_FILES_INTERVAL_S, self.store.release_idle_files), (10.0, self._expire_idle_clients),
+                    (0.5, self.hold_log.flush)]  # fmt: skip
+        if self.config.metrics_enabled:  # DISABLE measures nothing, clients' statistics included
+            periodic.append((float(self.config.client_stats_interval_s), self.poll_client_stats))
+        for interval, fn in periodic:
             loop = task.LoopingCall(fn)
             loop.clock = self.reactor
             loop.start(interval, now=False).addErrback(lambda f: log.failure("periodic task failed", f))
@@ -303,7 +308,8 @@ class Server:
                 loop.stop()
         for port in self.ports:
             port.stopListening()
-        for step in (self.holds.shutdown, self.hold_log.close, self.locks.close, self.topics.close):
+        for step in (self.delayed.stop, self.holds.shutdown, self.hold_log.close, self.locks.close,
+                     self.topics.close):
             try:
                 step()
             except Exception:  # whatever fails, the store below is still flushed and closed

@@ -173,4 +173,7 @@ def test_metrics_exporter_disable_measures_nothing(tmp_path) -> None:
     assert r.get_sample_value("rocketmq_messages_in_total", {**COMMON, "topic": "T", "message_type": "normal",
                                                              "is_system": "false"}) is None  # fmt: skip
     assert not [s for f in r.collect() if f.name == "rmqproxy_pull_latency_seconds" for s in f.samples]
+    client.read()
+    reactor.advance(server.config.client_stats_interval_s + 1)  # and no client is asked for its statistics
+    assert not [c for c in client.read() if c.code == C.GET_CONSUMER_RUNNING_INFO]
     server.stop()

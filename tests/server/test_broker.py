@@ -252,8 +252,7 @@ def test_send_back_retries_through_a_delay_level_then_dead_letters(broker) -> No
     phys = server.store.message_at("T", 0, stored.queue_offset).physical_offset
     back = client.call(C.CONSUMER_SEND_MSG_BACK, offset=phys, group="cg", delay_level=1, max_reconsume_times=1)
     assert back.code == R.SUCCESS and server.store.max_offset("%RETRY%cg", 0) == 0  # parked for 1 s
-    reactor.advance(1.0)
-    reactor.advance(0.1)  # the delivery tick
+    reactor.advance(1.0)  # delivered when due: no polling tick to wait for
     retried = server.store.message_at("%RETRY%cg", 0, 0)
     assert retried.body == b"payload" and retried.reconsume_times == 1
     assert retried.properties["RETRY_TOPIC"] == "T" and retried.properties["ORIGIN_MESSAGE_ID"] == stored.msg_id
@@ -321,3 +320,18 @@ def test_consumer_running_info_is_forwarded_to_the_consumer(broker) -> None:
     assert admin.answer(late).code == R.CONSUME_MSG_TIMEOUT
     gone = admin.call(C.GET_CONSUMER_RUNNING_INFO, consumer_group="cg", client_id="nobody", jstack_enable=False)
     assert gone.code == R.SYSTEM_ERROR
+
+
+def test_a_delayed_message_is_delivered_exactly_when_due(broker) -> None:
+    server, reactor = broker
+    client = Client(server)
+    reactor.advance(0.05)  # off any 0.1 s grid: a poll would deliver late
+    client.call(C.SEND_MESSAGE_V2, send_header("Later", props="DELAY\x012\x02WAIT\x01true"), b"in 2 s")
+    client.call(C.SEND_MESSAGE_V2, send_header("Sooner", props="DELAY\x011\x02WAIT\x01true"), b"in 1 s")
+    reactor.advance(0.999)
+    assert server.store.max_offset("Sooner", 0) == 0
+    reactor.advance(0.001)  # the timer moved earlier for the 1 s message parked after the 2 s one
+    assert server.store.max_offset("Sooner", 0) == 1 and server.store.max_offset("Later", 0) == 0
+    reactor.advance(1.0)
+    assert server.store.max_offset("Later", 0) == 1
+    assert len(reactor.getDelayedCalls()) == len(server._loops)  # nothing left waiting but the periodic tasks
