@@ -412,8 +412,3 @@ def decode_request_header(code: int, ext: Mapping[str, str] | None) -> Any:
     codec = REQUEST_HEADERS.get(code)
     return codec.decode(ext) if codec is not None else None
 
-
-def decode_response_header(request_code: int, ext: Mapping[str, str] | None) -> Any:
-    """Typed header of a SUCCESS response to ``request_code``, or None."""
-    codec = RESPONSE_HEADERS.get(request_code)
-    return codec.decode(ext) if codec is not None else None

@@ -218,7 +218,7 @@ def parse_properties(text: str) -> dict[str, str]:
     result: dict[str, str] = {}
     logical = ""
     for raw in text.splitlines():
-        line = raw.lstrip() if not logical else raw.lstrip()
+        line = raw.lstrip()
         if not logical and (not line or line[0] in "#!"):
             continue
         trailing = len(line) - len(line.rstrip("\\"))

@@ -3,7 +3,8 @@
 A handler is ``handler(request, header, connection)`` returning a response command, a Deferred
 of one, or None (oneway). Unknown codes answer REQUEST_CODE_NOT_SUPPORTED naming the code (the
 reference wording); a header that lacks a required field or has a malformed value, or a body
-that does not parse, answers SYSTEM_ERROR with a remark saying what was wrong.
+that does not parse, is answered with the error's own code (SYSTEM_ERROR for all of today's) and
+a remark saying what was wrong, or closes the connection when the error says so.
 """
 
 from __future__ import annotations
@@ -72,7 +73,10 @@ class Dispatcher:
         except CodecError as exc:
             self.on_reject(BAD_REQUEST, "bad request {code} from {conn}: {error}",
                            code=request.code, conn=connection, error=exc)  # fmt: skip
-            return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
+            if exc.close_connection:  # the error says the stream itself cannot be trusted
+                connection.close()
+                return None
+            return request.response(exc.response_code, str(exc))
 
 
 def _log_reject(reason: str, fmt: str, **fields: Any) -> None:

@@ -5,7 +5,6 @@ GET_CONSUMER_RUNNING_INFO forwarded to the consumer itself.
 
 from __future__ import annotations
 
-import time
 
 from twisted.internet import defer
 from twisted.python.failure import Failure
@@ -42,7 +41,8 @@ class AdminProcessor:
         self.store = store
         self.topics = topics
         self.clients = clients
-        self.started_ms = int(time.time() * 1000)
+        self.clock = store.clock  # the server's injected clock (the reactor's, or task.Clock in tests)
+        self.started_ms = int(self.clock() * 1000)
 
     def view_message(self, request: RemotingCommand, header, conn) -> RemotingCommand:
         record = self.store.read_record(header.offset)
@@ -56,7 +56,7 @@ class AdminProcessor:
             header.end_timestamp,
         )
         ext = QueryMessageResponseHeader(
-            index_last_update_timestamp=int(time.time() * 1000),
+            index_last_update_timestamp=int(self.clock() * 1000),
             index_last_update_phyoffset=self.store.max_physical_offset,
         ).to_ext()
         if not records:
@@ -139,7 +139,7 @@ class AdminProcessor:
         return request.response(ResponseCode.SUCCESS, body=ConsumeStats(table, 0.0).to_json())
 
     def runtime_info(self, request: RemotingCommand, header, conn) -> RemotingCommand:
-        uptime_s = max(1.0, time.time() - self.started_ms / 1000)
+        uptime_s = max(1.0, self.clock() - self.started_ms / 1000)
         put_tps = self.store.put_count / uptime_s
         get_tps = self.store.get_count / uptime_s
         earliest = self.store.look_message(self.store.min_physical_offset)

@@ -40,13 +40,11 @@ class ConsumerProcessor:
         topics: TopicTable,
         clients: ClientRegistry,
         clock: IReactorTime,
-        on_membership_change: Callable[[str], None] | None = None,
     ) -> None:
         self.store = store
         self.topics = topics
         self.clients = clients
         self.clock = clock
-        self.on_membership_change = on_membership_change
         self.on_unregister: Callable[[str, str | None], None] | None = None
 
     # --- clients ----------------------------------------------------------------------------
@@ -109,8 +107,6 @@ class ConsumerProcessor:
         for member in self.clients.member_connections(group):
             if member.version >= VERSION_3_0_7 or member.version == 0:
                 member.send_oneway(notice)
-        if self.on_membership_change is not None:
-            self.on_membership_change(group)
 
     def consumer_list(self, request: RemotingCommand, header, conn) -> RemotingCommand:
         group = self.clients.consumer_group(header.consumer_group)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from twisted.internet import defer
 
-from codec.codes import ResponseCode
+from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
 from codec.errors import MessageError
 from codec.headers import SendMessageResponseHeader
@@ -117,7 +117,7 @@ class SendProcessor:
                 born_timestamp=header.born_timestamp, born_host=born, reconsume_times=header.reconsume_times or 0,
             )  # fmt: skip
 
-        if header.batch or request.code == 320:
+        if header.batch or request.code == RequestCode.SEND_BATCH_MESSAGE:
             if topic_name.startswith((RETRY_PREFIX, DLQ_PREFIX)):
                 return request.response(ResponseCode.MESSAGE_ILLEGAL, "batch message is not supported for retry topics")
             items: list[BatchItem] = decode_batch(request.body)

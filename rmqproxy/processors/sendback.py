@@ -12,7 +12,7 @@ from twisted.internet import defer
 
 from codec.codes import ResponseCode
 from codec.command import RemotingCommand
-from codec.message import Message
+from codec.message import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG, Message
 
 from ..store import MessageStore, PutResult
 from ..topics import TopicTable, check_group_name, dlq_topic, retry_topic
@@ -56,7 +56,7 @@ class SendBackProcessor:
         else:
             props["DELAY"] = str(delay if delay > 0 else 3 + original.reconsume_times)
         msg = Message(
-            topic, original.body, props, queue_id=0, flag=original.flag, sys_flag=original.sys_flag & ~0x30,
+            topic, original.body, props, queue_id=0, flag=original.flag, sys_flag=original.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG),
             born_timestamp=original.born_timestamp, born_host=original.born_host,
             reconsume_times=original.reconsume_times + 1,
         )  # fmt: skip

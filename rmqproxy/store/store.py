@@ -180,7 +180,6 @@ class GetResult:
     min_offset: int
     max_offset: int
     messages: list[bytes] = dataclasses.field(default_factory=list)
-    buffer_total_size: int = 0
 
     @property
     def body(self) -> bytes:
@@ -768,7 +767,6 @@ class MessageStore:
             result.status = GetStatus.FOUND
             next_file_start = None
         result.next_begin_offset = offset + examined
-        result.buffer_total_size = total
         self.get_count += len(messages)
         return result
 

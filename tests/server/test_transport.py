@@ -10,6 +10,8 @@ from twisted.internet.testing import StringTransport
 
 from codec.command import RemotingCommand
 from codec.frame import FrameDecoder
+from codec.errors import CodecError
+from rmqproxy.dispatch import Dispatcher
 from rmqproxy.transport import Connection, ReplyBuffers
 
 
@@ -223,3 +225,30 @@ def test_the_total_bound_is_shared_by_every_connection() -> None:
     assert [RemotingCommand.decode(p).code for p in FrameDecoder().feed(second.value())] == [0, 2]
     conn1.connectionLost(None)  # a closed connection's bytes are freed too
     assert buffers.total == conn2.unread
+
+
+def test_dispatch_answers_a_codec_error_with_its_own_code_or_closes_when_it_says_so() -> None:
+    """The codec's errors carry what to do with them: ``response_code`` to answer, or
+    ``close_connection`` when the stream cannot be trusted; dispatch follows them."""
+
+    class Busy(CodecError):
+        response_code = 2
+
+    class Torn(CodecError):
+        close_connection = True
+
+    def failing(error: type[CodecError]):
+        def handler(request: RemotingCommand, header, conn) -> RemotingCommand:
+            raise error("what went wrong")
+        return handler
+
+    dispatcher = Dispatcher({9001: failing(Busy), 9002: failing(Torn)})  # codes without a custom header
+    transport = StringTransport()
+    conn = Connection(dispatcher, task.Clock(), max_frame_bytes=1 << 20)
+    conn.makeConnection(transport)
+    conn.dataReceived(RemotingCommand(code=9001, opaque=1).encode())
+    (answer,) = [RemotingCommand.decode(p) for p in FrameDecoder().feed(transport.value())]
+    assert (answer.code, answer.remark) == (2, "what went wrong")
+    transport.clear()
+    conn.dataReceived(RemotingCommand(code=9002, opaque=2).encode())
+    assert transport.value() == b"" and transport.disconnecting
