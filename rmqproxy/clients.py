@@ -61,6 +61,18 @@ class ClientRegistry:
     def __init__(self) -> None:
         self.consumers: dict[str, ConsumerGroup] = {}
         self.producers: dict[str, dict[Hashable, ClientInfo]] = {}
+        self._heard: dict[Hashable, float] = {}  # connection → when its last heartbeat came (s)
+
+    def heard(self, conn: Hashable, when: float) -> None:
+        """``conn`` sent a heartbeat at ``when`` (seconds)."""
+        self._heard[conn] = when
+
+    def take_silent(self, before: float) -> list[Hashable]:
+        """Connections whose last heartbeat came before ``before`` (seconds), forgotten here."""
+        silent = [conn for conn, when in self._heard.items() if when < before]
+        for conn in silent:
+            del self._heard[conn]
+        return silent
 
     def heartbeat(self, conn: Hashable, info: ClientInfo, data: HeartbeatData) -> list[str]:
         """Register what a heartbeat says; return consumer groups whose membership changed."""
@@ -102,6 +114,7 @@ class ClientRegistry:
 
     def connection_closed(self, conn: Hashable) -> list[str]:
         """A connection is gone: it leaves every group; return consumer groups that changed."""
+        self._heard.pop(conn, None)
         for members in self.producers.values():
             members.pop(conn, None)
         return [name for name, group in self.consumers.items() if group.members.pop(conn, None) is not None]

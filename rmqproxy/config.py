@@ -18,10 +18,10 @@ from typing import Any
 
 from codec.frame import DEFAULT_MAX_FRAME_BYTES
 
-from .store.delay import DEFAULT_LEVELS, parse_levels
+from codec.message import HostPort
 
-FLUSH_ASYNC = "ASYNC_FLUSH"
-FLUSH_SYNC = "SYNC_FLUSH"
+from .store import FLUSH_ASYNC, FLUSH_SYNC, StoreConfig
+from .store.delay import DEFAULT_LEVELS, parse_levels
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,6 +182,21 @@ class Config:
         """``ip:port`` that routes point clients at (the broker port if separate)."""
         host = self.broker_ip1 or self.bind_address
         return f"{host}:{self.broker_listen_port or self.listen_port}"
+
+    def store_config(self) -> StoreConfig:
+        """The store's settings, from the keys that configure it."""
+        host, port = self.advertised_address.rsplit(":", 1)
+        return StoreConfig(
+            flush_disk_type=self.flush_disk_type,
+            mapped_file_size_commit_log=self.commit_log_segment_size,
+            access_message_in_memory_max_ratio=self.access_message_in_memory_max_ratio,
+            disk_max_used_space_ratio=self.disk_max_used_space_ratio,
+            max_mapped_consume_queue_files=self.max_mapped_consume_queue_files,
+            max_message_size=self.max_message_size,
+            file_reserved_time_hours=self.file_reserved_time_hours,
+            message_delay_level=self.message_delay_level,
+            store_host=HostPort(host, int(port)),
+        )
 
     @property
     def store_dir(self) -> Path:

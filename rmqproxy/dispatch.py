@@ -1,7 +1,8 @@
 """Request code → handler, with the typed custom header decoded once, here.
 
-A handler is ``handler(request, header, connection)`` returning a response command, a Deferred
-of one, or None (oneway). Unknown codes answer REQUEST_CODE_NOT_SUPPORTED naming the code (the
+Each processor declares its own entries next to its handlers (``routes()``, a list of ``Route``);
+the server hands them all to one ``Dispatcher``. A handler is ``handler(request, header,
+connection)`` returning a response command, a Deferred of one, or None (oneway). Unknown codes answer REQUEST_CODE_NOT_SUPPORTED naming the code (the
 reference wording); a header that lacks a required field or has a malformed value, or a body
 that does not parse, is answered with the error's own code (SYSTEM_ERROR for all of today's) and
 a remark saying what was wrong, or closes the connection when the error says so.
@@ -9,7 +10,8 @@ a remark saying what was wrong, or closes the connection when the error says so.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import dataclasses
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from twisted.internet import defer
@@ -27,21 +29,34 @@ log = Logger()
 RequestHandler = Callable[[RemotingCommand, Any, Any], Any]
 
 
+@dataclasses.dataclass(frozen=True)
+class Route:
+    """One request code's entry in the dispatch table."""
+
+    code: int
+    handler: RequestHandler
+    measured: bool = True  # False: the handler reports its own latency (a pull, with its hold)
+
+
 class Dispatcher:
     def __init__(
         self,
-        handlers: Mapping[int, RequestHandler],
+        routes: Iterable[Route],
         *,
         clock: Any = None,
         on_answer: Callable[[int, int, float], None] | None = None,
-        unmeasured: frozenset[int] = frozenset(),
         on_reject: Callable[..., None] | None = None,
     ) -> None:
-        self.handlers = dict(handlers)
+        routes = list(routes)
+        self.handlers: dict[int, RequestHandler] = {}
+        for route in routes:
+            if route.code in self.handlers:
+                raise ValueError(f"request code {route.code} has two handlers")
+            self.handlers[route.code] = route.handler
+        self.unmeasured = frozenset(r.code for r in routes if not r.measured)
         self.on_reject = on_reject if on_reject is not None else _log_reject
         self.clock = clock
         self.on_answer = on_answer
-        self.unmeasured = unmeasured  # codes that report their own latency (pulls)
 
     def __call__(self, request: RemotingCommand, connection: Any) -> Any:
         if self.on_answer is None or request.code in self.unmeasured:

@@ -13,14 +13,8 @@ from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from twisted.web.server import Site
 
-from codec.bodies import ConsumerRunningInfo
-from codec.codes import RequestCode as C
-from codec.command import RemotingCommand
-from codec.errors import CodecError
-from codec.headers import GetConsumerRunningInfoRequestHeader
-from codec.message import HostPort
-
 from .clients import ClientRegistry
+from .clientstats import ClientStats
 from .config import Config
 from .delayed import DelayedDelivery
 from .dispatch import Dispatcher
@@ -36,13 +30,12 @@ from .processors.pull import PullProcessor
 from .processors.send import SendProcessor
 from .processors.sendback import SendBackProcessor
 from .rejects import Rejections
-from .store import MessageStore, StoreConfig
+from .store import MessageStore
 from .topics import TopicTable
 from .transport import Connection, ReplyBuffers
 
 log = Logger()
 
-CLIENT_STATS_TIMEOUT_S = 5.0
 DISK_CHECK_INTERVAL_S = 1.0  # how soon a full disk is noticed, and room again
 IDLE_FILES_INTERVAL_S = 60.0  # a consume-queue file unused for one to two of these is closed
 
@@ -76,7 +69,6 @@ class Server:
     def __init__(self, config: Config, reactor: Any) -> None:
         self.config = config
         self.reactor = reactor
-        host, port = config.advertised_address.rsplit(":", 1)
         disable_created_metrics()  # RocketMQ and rocketmq-exporter export no *_created series
         self.registry = CollectorRegistry()
         self.metrics = Metrics(self.registry, cluster=config.cluster_name, node_id=config.broker_name)
@@ -85,17 +77,7 @@ class Server:
         hooks = self.metrics if config.metrics_enabled else _NO_HOOKS
         self.store = MessageStore(
             config.store_dir,
-            StoreConfig(
-                flush_disk_type=config.flush_disk_type,
-                mapped_file_size_commit_log=config.commit_log_segment_size,
-                access_message_in_memory_max_ratio=config.access_message_in_memory_max_ratio,
-                disk_max_used_space_ratio=config.disk_max_used_space_ratio,
-                max_mapped_consume_queue_files=config.max_mapped_consume_queue_files,
-                max_message_size=config.max_message_size,
-                file_reserved_time_hours=config.file_reserved_time_hours,
-                message_delay_level=config.message_delay_level,
-                store_host=HostPort(host, int(port)),
-            ),
+            config.store_config(),
             clock=reactor.seconds,
             post=reactor.callFromThread,
             on_flush=hooks.on_flush,
@@ -133,49 +115,15 @@ class Server:
         sendback = SendBackProcessor(self.store, self.topics)
         admin = AdminProcessor(config, self.store, self.topics, self.clients)
         self.registry.register(
-            LiveState(self.metrics, holds=self.holds, locks=self.locks, clients=self.clients, lag=self._lag,
+            LiveState(self.metrics, holds=self.holds, locks=self.locks, clients=self.clients, lag=self.store.consumer_lag,
                       pull_log=self.hold_log, rejections=self.rejections)
         )
-        self.dispatcher = Dispatcher({
-            C.GET_ROUTEINFO_BY_TOPIC: names.route,
-            C.GET_BROKER_CLUSTER_INFO: names.cluster_info,
-            C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: names.all_topics,
-            C.GET_TOPICS_BY_CLUSTER: names.topics_by_cluster,
-            C.GET_SYSTEM_TOPIC_LIST_FROM_NS: names.system_topics,
-            C.GET_KV_CONFIG: names.kv_config,
-            C.DELETE_TOPIC_IN_NAMESRV: names.delete_topic,
-            C.SEND_MESSAGE: send.send,
-            C.SEND_MESSAGE_V2: send.send,
-            C.SEND_BATCH_MESSAGE: send.send,
-            C.PULL_MESSAGE: self.pulls.pull,
-            C.LITE_PULL_MESSAGE: self.pulls.pull,
-            C.HEART_BEAT: self.consumers.heartbeat,
-            C.UNREGISTER_CLIENT: self.consumers.unregister,
-            C.GET_CONSUMER_LIST_BY_GROUP: self.consumers.consumer_list,
-            C.QUERY_CONSUMER_OFFSET: self.consumers.query_offset,
-            C.UPDATE_CONSUMER_OFFSET: self.consumers.update_offset,
-            C.GET_MAX_OFFSET: self.consumers.max_offset,
-            C.GET_MIN_OFFSET: self.consumers.min_offset,
-            C.GET_EARLIEST_MSG_STORETIME: self.consumers.earliest_time,
-            C.SEARCH_OFFSET_BY_TIMESTAMP: self.consumers.search_offset,
-            C.CONSUMER_SEND_MSG_BACK: sendback.send_back,
-            C.VIEW_MESSAGE_BY_ID: admin.view_message,
-            C.QUERY_MESSAGE: admin.query_message,
-            C.UPDATE_AND_CREATE_TOPIC: admin.create_topic,
-            C.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
-            C.GET_TOPIC_STATS_INFO: admin.topic_stats,
-            C.GET_TOPIC_CONFIG: admin.topic_config,
-            C.GET_CONSUME_STATS: admin.consume_stats,
-            C.GET_BROKER_RUNTIME_INFO: admin.runtime_info,
-            C.GET_BROKER_CONFIG: admin.broker_config,
-            C.GET_CONSUMER_CONNECTION_LIST: admin.consumer_connections,
-            C.QUERY_TOPIC_CONSUME_BY_WHO: admin.consumed_by,
-            C.CHECK_CLIENT_CONFIG: admin.check_client_config,
-            C.GET_CONSUMER_RUNNING_INFO: admin.consumer_running_info,
-            C.LOCK_BATCH_MQ: locking.lock,
-            C.UNLOCK_BATCH_MQ: locking.unlock,
-        }, clock=reactor, on_answer=hooks.on_request, on_reject=self.rejections,
-           unmeasured=frozenset({C.PULL_MESSAGE, C.LITE_PULL_MESSAGE}))  # fmt: skip
+        self.client_stats = ClientStats(self.clients, self.metrics)
+        self.dispatcher = Dispatcher(
+            [*names.routes(), *send.routes(), *self.pulls.routes(), *self.consumers.routes(), *sendback.routes(),
+             *admin.routes(), *locking.routes()],
+            clock=reactor, on_answer=hooks.on_request, on_reject=self.rejections,
+        )  # fmt: skip
         self.ports: list[IListeningPort] = []
         self.connections: set[Connection] = set()
         self.reply_buffers = ReplyBuffers(config.max_buffered_reply_bytes_per_connection, config.max_buffered_reply_bytes)
@@ -200,11 +148,12 @@ class Server:
                 self.config.metrics_port, Site(MetricsResource(self.registry)), interface=host
             ))  # fmt: skip
         self.delayed.start()
+        expired_s = self.config.channel_expired_ms / 1000
         periodic = [(600.0, self.store.delete_expired), (DISK_CHECK_INTERVAL_S, self.store.check_disk),
-                    (IDLE_FILES_INTERVAL_S, self.store.release_idle_files), (10.0, self._expire_idle_clients),
-                    (0.5, self.hold_log.flush)]  # fmt: skip
+                    (IDLE_FILES_INTERVAL_S, self.store.release_idle_files),
+                    (10.0, lambda: self.consumers.close_silent_clients(expired_s)), (0.5, self.hold_log.flush)]  # fmt: skip
         if self.config.metrics_enabled:  # DISABLE measures nothing, clients' statistics included
-            periodic.append((float(self.config.client_stats_interval_s), self.poll_client_stats))
+            periodic.append((float(self.config.client_stats_interval_s), self.client_stats.poll))
         for interval, fn in periodic:
             loop = task.LoopingCall(fn)
             loop.clock = self.reactor
@@ -247,55 +196,6 @@ class Server:
         self.holds.connection_closed(conn)
         self.locks.connection_closed(conn)
         self.consumers.connection_closed(conn)
-
-    def _lag(self):
-        """(topic, group, lag, in flight) per consumed topic, from committed and pulled offsets
-        (scrape time); a negative commit counts as none, as in consume stats."""
-        totals: dict[tuple[str, str], list[int]] = {}
-        for group, topic, queue_id in self.store.offsets.table():
-            committed, pulled = self.store.offsets.progress(group, topic, queue_id)
-            entry = totals.setdefault((topic, group), [0, 0])
-            entry[0] += max(0, self.store.max_offset(topic, queue_id) - committed)
-            entry[1] += pulled - committed
-        return [(topic, group, lag, inflight) for (topic, group), (lag, inflight) in totals.items()]
-
-    def poll_client_stats(self) -> None:
-        """Ask every consumer for its running info (pull RT and TPS as the client measures them)."""
-        for name, group in list(self.clients.consumers.items()):
-            self.metrics.client_stats_failures.labels(self.metrics.group_label(name))  # at 0 from the start
-            for conn, info in list(group.members.items()):
-                if not conn.connected or not info.client_id:
-                    continue
-                request = RemotingCommand(
-                    code=C.GET_CONSUMER_RUNNING_INFO,
-                    ext_fields=GetConsumerRunningInfoRequestHeader(
-                        consumer_group=name, client_id=info.client_id, jstack_enable=False
-                    ).to_ext(),
-                )
-                d = conn.request(request, CLIENT_STATS_TIMEOUT_S)
-                d.addCallback(self._running_info, name, info.client_id, conn.remote)
-                d.addErrback(lambda _f, g=name, c=info.client_id: self.metrics.on_running_info_failed(g, c))
-
-    def _running_info(self, reply: RemotingCommand, group: str, client_id: str, remote: str) -> None:
-        info = None
-        if reply.code == 0 and reply.body:
-            try:
-                info = ConsumerRunningInfo.from_json(reply.body)
-            except CodecError:
-                pass
-        if info is None:
-            self.metrics.on_running_info_failed(group, client_id)
-        else:
-            self.metrics.on_running_info(group, client_id, remote, info)
-
-    def _expire_idle_clients(self) -> None:
-        now = self.reactor.seconds()
-        limit = self.config.channel_expired_ms / 1000
-        for conn, _info in list(self.clients.all_connections()):
-            last = getattr(conn, "last_heartbeat", None)
-            if last is not None and now - last > limit:
-                log.info("closing {conn}: no heartbeat for {limit} s", conn=conn, limit=limit)
-                conn.close()
 
     def stop(self) -> defer.Deferred:
         """Stop listening, answer held pulls, flush and close the store, and close client

@@ -129,3 +129,23 @@ def test_the_import_checker_sees_relative_imports() -> None:
     """The checks above would pass vacuously if relative imports were not resolved."""
     assert "rmqproxy.server" in _imports(ROOT / "rmqproxy" / "cli.py")
     assert "rmqproxy.store" in _imports(ROOT / "rmqproxy" / "processors" / "pull.py")
+
+
+def test_protocol_doc_lists_exactly_the_codes_the_server_answers(tmp_path) -> None:
+    from tests.server.harness import make_server
+
+    server, _reactor = make_server(tmp_path)
+    server.stop()
+    text = (ROOT / "docs" / "protocol.md").read_text()
+    section = text[text.index("## Codes rmqproxy answers") :]
+    section = section[: section.index("\n## ", 4)]
+    table = section[section.index("| role |") : section.index("Any other code")]
+    documented = {int(n) for n in re.findall(r"\b(\d+) [A-Z_]{4,}", table)}
+    assert documented == set(server.dispatcher.handlers)
+
+
+def test_a_request_code_cannot_have_two_handlers() -> None:
+    from rmqproxy.dispatch import Dispatcher, Route
+
+    with pytest.raises(ValueError, match="two handlers"):
+        Dispatcher([Route(11, print), Route(11, print)])

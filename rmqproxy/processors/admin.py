@@ -28,6 +28,7 @@ from codec.headers import GetBrokerConfigResponseHeader, GetConsumerRunningInfoR
 from .. import __version__
 from ..clients import ClientRegistry
 from ..config import SETTINGS, Config, java_text
+from ..dispatch import Route
 from ..store import MessageStore
 from ..topics import TopicConfig, TopicTable, check_new_topic
 
@@ -43,6 +44,24 @@ class AdminProcessor:
         self.clients = clients
         self.clock = store.clock  # the server's injected clock (the reactor's, or task.Clock in tests)
         self.started_ms = int(self.clock() * 1000)
+
+    def routes(self) -> list[Route]:
+        """This processor's entries of the dispatch table."""
+        return [
+            Route(RequestCode.VIEW_MESSAGE_BY_ID, self.view_message),
+            Route(RequestCode.QUERY_MESSAGE, self.query_message),
+            Route(RequestCode.UPDATE_AND_CREATE_TOPIC, self.create_topic),
+            Route(RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic),
+            Route(RequestCode.GET_TOPIC_STATS_INFO, self.topic_stats),
+            Route(RequestCode.GET_TOPIC_CONFIG, self.topic_config),
+            Route(RequestCode.GET_CONSUME_STATS, self.consume_stats),
+            Route(RequestCode.GET_BROKER_RUNTIME_INFO, self.runtime_info),
+            Route(RequestCode.GET_BROKER_CONFIG, self.broker_config),
+            Route(RequestCode.GET_CONSUMER_CONNECTION_LIST, self.consumer_connections),
+            Route(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, self.consumed_by),
+            Route(RequestCode.CHECK_CLIENT_CONFIG, self.check_client_config),
+            Route(RequestCode.GET_CONSUMER_RUNNING_INFO, self.consumer_running_info),
+        ]
 
     def view_message(self, request: RemotingCommand, header, conn) -> RemotingCommand:
         record = self.store.read_record(header.offset)

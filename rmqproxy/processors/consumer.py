@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
 
 from codec.bodies import GetConsumerListByGroupResponseBody, HeartbeatData
 from codec.codes import RequestCode, ResponseCode
@@ -26,10 +27,14 @@ from codec.headers import (
 )
 
 from ..clients import ClientInfo, ClientRegistry, valid_heartbeat
+from ..dispatch import Route
 from ..store import MessageStore
 from ..topics import TopicTable, check_group_name, retry_topic
 
+log = Logger()
+
 VERSION_3_0_7 = 24  # MQVersion.V3_0_7_SNAPSHOT ordinal: older clients cannot take notifications
+
 HEARTBEAT_SLICE = 100  # groups a heartbeat registers per reactor turn
 
 
@@ -47,6 +52,20 @@ class ConsumerProcessor:
         self.clock = clock
         self.on_unregister: Callable[[str, str | None], None] | None = None
 
+    def routes(self) -> list[Route]:
+        """This processor's entries of the dispatch table."""
+        return [
+            Route(RequestCode.HEART_BEAT, self.heartbeat),
+            Route(RequestCode.UNREGISTER_CLIENT, self.unregister),
+            Route(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.consumer_list),
+            Route(RequestCode.QUERY_CONSUMER_OFFSET, self.query_offset),
+            Route(RequestCode.UPDATE_CONSUMER_OFFSET, self.update_offset),
+            Route(RequestCode.GET_MAX_OFFSET, self.max_offset),
+            Route(RequestCode.GET_MIN_OFFSET, self.min_offset),
+            Route(RequestCode.GET_EARLIEST_MSG_STORETIME, self.earliest_time),
+            Route(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, self.search_offset),
+        ]
+
     # --- clients ----------------------------------------------------------------------------
 
     def heartbeat(self, request: RemotingCommand, header, conn) -> RemotingCommand | defer.Deferred:
@@ -58,7 +77,7 @@ class ConsumerProcessor:
         conn.language = getattr(request.language, "name", str(request.language))
         conn.version = request.version
         info = ClientInfo(conn.client_id, conn.language, conn.version, conn.remote, int(self.clock.seconds() * 1000))
-        conn.last_heartbeat = self.clock.seconds()
+        self.clients.heard(conn, self.clock.seconds())
         consumers = data.consumer_data_set
         if len(consumers) <= HEARTBEAT_SLICE:
             self._register(conn, info, data)
@@ -97,6 +116,13 @@ class ConsumerProcessor:
     def connection_closed(self, conn) -> None:
         for group in self.clients.connection_closed(conn):
             self.notify_group(group)
+
+    def close_silent_clients(self, limit_s: float) -> None:
+        """Close the connections that sent no heartbeat for ``limit_s`` (``channelExpiredTimeout``):
+        the client is gone or cut off, and its groups must rebalance without it."""
+        for conn in self.clients.take_silent(self.clock.seconds() - limit_s):
+            log.info("closing {conn}: no heartbeat for {limit} s", conn=conn, limit=limit_s)
+            conn.close()
 
     def notify_group(self, group: str) -> None:
         """Tell every member of ``group`` that its membership changed."""

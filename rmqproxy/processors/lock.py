@@ -9,9 +9,10 @@ name the broker would not accept is answered SUBSCRIPTION_GROUP_NOT_EXIST.
 from __future__ import annotations
 
 from codec.bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue, UnlockBatchRequestBody
-from codec.codes import ResponseCode
+from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
 
+from ..dispatch import Route
 from ..locks import LockManager
 from ..topics import TopicTable, check_group_name
 
@@ -21,6 +22,13 @@ class LockProcessor:
         self.locks = locks
         self.topics = topics
         self.broker_name = broker_name
+
+    def routes(self) -> list[Route]:
+        """This processor's entries of the dispatch table."""
+        return [
+            Route(RequestCode.LOCK_BATCH_MQ, self.lock),
+            Route(RequestCode.UNLOCK_BATCH_MQ, self.unlock),
+        ]
 
     def lock(self, request: RemotingCommand, header, conn) -> RemotingCommand:
         body = LockBatchRequestBody.from_json(request.body)

@@ -6,10 +6,11 @@ One process plays both roles, so every route names this broker, at the advertise
 from __future__ import annotations
 
 from codec.bodies import BrokerData, ClusterInfo, QueueData, TopicList, TopicRouteData
-from codec.codes import ResponseCode
+from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
 
 from ..config import Config
+from ..dispatch import Route
 from ..topics import RETRY_PREFIX, TopicTable, check_name
 
 # MQVersion ordinal of 4.9.4: clients from here on (and any asking acceptStandardJsonOnly) get
@@ -21,6 +22,18 @@ class NameServer:
     def __init__(self, config: Config, topics: TopicTable) -> None:
         self.config = config
         self.topics = topics
+
+    def routes(self) -> list[Route]:
+        """This processor's entries of the dispatch table."""
+        return [
+            Route(RequestCode.GET_ROUTEINFO_BY_TOPIC, self.route),
+            Route(RequestCode.GET_BROKER_CLUSTER_INFO, self.cluster_info),
+            Route(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self.all_topics),
+            Route(RequestCode.GET_TOPICS_BY_CLUSTER, self.topics_by_cluster),
+            Route(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS, self.system_topics),
+            Route(RequestCode.GET_KV_CONFIG, self.kv_config),
+            Route(RequestCode.DELETE_TOPIC_IN_NAMESRV, self.delete_topic),
+        ]
 
     def _broker_data(self) -> BrokerData:
         return BrokerData(self.config.cluster_name, self.config.broker_name, {0: self.config.advertised_address})

@@ -19,12 +19,13 @@ from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
 
 from codec.bodies import build_subscription
-from codec.codes import ResponseCode, code_name
+from codec.codes import RequestCode, ResponseCode, code_name
 from codec.command import RemotingCommand
 from codec.headers import PullMessageResponseHeader
 
 from ..clients import ClientRegistry
 from ..config import Config
+from ..dispatch import Route
 from ..hold import WAKE_DISCONNECT, WAKE_NONE, HeldPull, HoldService, always
 from ..holdlog import PullEvent
 from ..store import GetResult, GetStatus, MessageStore, TagFilter
@@ -84,6 +85,13 @@ class PullProcessor:
         self.holds = holds
         self.clock = clock
         self.listeners = listeners if listeners is not None else []
+
+    def routes(self) -> list[Route]:
+        """This processor's entries of the dispatch table (pulls time themselves, hold included)."""
+        return [
+            Route(RequestCode.PULL_MESSAGE, self.pull, measured=False),
+            Route(RequestCode.LITE_PULL_MESSAGE, self.pull, measured=False),
+        ]
 
     def pull(self, request: RemotingCommand, header, conn) -> RemotingCommand | defer.Deferred:
         """Answer now, or hold and answer later; either way one ``PullEvent`` per pull."""

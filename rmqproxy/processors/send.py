@@ -21,6 +21,7 @@ from codec.headers import SendMessageResponseHeader
 from codec.message import BatchItem, HostPort, Message, decode_batch, string_to_properties
 
 from ..config import Config
+from ..dispatch import Route
 from ..store import MessageStore, PutResult, PutStatus
 from ..store.delay import SCHEDULE_TOPIC
 from ..topics import DLQ_PREFIX, RETRY_PREFIX, TopicTable, check_new_topic, dlq_topic
@@ -71,6 +72,14 @@ class SendProcessor:
         self.topics = topics
         self.on_put = on_put
         self._round_robin = itertools.count()
+
+    def routes(self) -> list[Route]:
+        """This processor's entries of the dispatch table."""
+        return [
+            Route(RequestCode.SEND_MESSAGE, self.send),
+            Route(RequestCode.SEND_MESSAGE_V2, self.send),
+            Route(RequestCode.SEND_BATCH_MESSAGE, self.send),
+        ]
 
     def send(self, request: RemotingCommand, header, conn) -> RemotingCommand | defer.Deferred:
         topic = self.topics.get(header.topic)  # a known topic already has a valid name

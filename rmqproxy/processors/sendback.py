@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from twisted.internet import defer
 
-from codec.codes import ResponseCode
+from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
 from codec.message import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG, Message
 
+from ..dispatch import Route
 from ..store import MessageStore, PutResult
 from ..topics import TopicTable, check_group_name, dlq_topic, retry_topic
 from .send import DEFAULT_MAX_RECONSUME_TIMES
@@ -29,6 +30,12 @@ class SendBackProcessor:
     def __init__(self, store: MessageStore, topics: TopicTable) -> None:
         self.store = store
         self.topics = topics
+
+    def routes(self) -> list[Route]:
+        """This processor's entries of the dispatch table."""
+        return [
+            Route(RequestCode.CONSUMER_SEND_MSG_BACK, self.send_back),
+        ]
 
     def send_back(self, request: RemotingCommand, header, conn) -> RemotingCommand | defer.Deferred:
         if check_group_name(header.group) is not None:

@@ -770,6 +770,17 @@ class MessageStore:
         self.get_count += len(messages)
         return result
 
+    def consumer_lag(self) -> list[tuple[str, str, int, int]]:
+        """(topic, group, lag, in flight) per consumed topic, from committed and pulled offsets;
+        a negative commit counts as none, as in consume stats."""
+        totals: dict[tuple[str, str], list[int]] = {}
+        for group, topic, queue_id in self.offsets.table():
+            committed, pulled = self.offsets.progress(group, topic, queue_id)
+            entry = totals.setdefault((topic, group), [0, 0])
+            entry[0] += max(0, self.max_offset(topic, queue_id) - committed)
+            entry[1] += pulled - committed
+        return [(topic, group, lag, inflight) for (topic, group), (lag, inflight) in totals.items()]
+
     def release_idle_files(self) -> int:
         """Release the mappings and fds of consume-queue segments unused since the last call
         (they map again on their next use); returns how many. Call it every minute or so."""

@@ -200,7 +200,7 @@ def test_lag_and_in_flight_metrics_count_a_negative_commit_as_none(broker) -> No
         send(client, "T")
     commit(client, -1)
     client.answer(pull(client, "T", 0, max_msg_nums=1))
-    assert ("T", "cg", 3, 1) in server._lag()
+    assert ("T", "cg", 3, 1) in server.store.consumer_lag()
 
 
 def test_broker_config_writes_values_as_java_does(broker) -> None:

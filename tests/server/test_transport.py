@@ -11,7 +11,7 @@ from twisted.internet.testing import StringTransport
 from codec.command import RemotingCommand
 from codec.frame import FrameDecoder
 from codec.errors import CodecError
-from rmqproxy.dispatch import Dispatcher
+from rmqproxy.dispatch import Dispatcher, Route
 from rmqproxy.transport import Connection, ReplyBuffers
 
 
@@ -242,7 +242,7 @@ def test_dispatch_answers_a_codec_error_with_its_own_code_or_closes_when_it_says
             raise error("what went wrong")
         return handler
 
-    dispatcher = Dispatcher({9001: failing(Busy), 9002: failing(Torn)})  # codes without a custom header
+    dispatcher = Dispatcher([Route(9001, failing(Busy)), Route(9002, failing(Torn))])  # no custom headers
     transport = StringTransport()
     conn = Connection(dispatcher, task.Clock(), max_frame_bytes=1 << 20)
     conn.makeConnection(transport)
