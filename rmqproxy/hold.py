@@ -51,6 +51,7 @@ class HeldPull:
 
     def __init__(
         self,
+        *,
         key: tuple[str, int],
         offset: int,
         matches: Callable[[int], bool],

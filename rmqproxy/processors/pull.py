@@ -14,6 +14,7 @@ pulled offset (consume stats' ``pullOffset``).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
@@ -21,7 +22,7 @@ from twisted.internet.interfaces import IReactorTime
 from codec.bodies import build_subscription
 from codec.codes import RequestCode, ResponseCode, code_name
 from codec.command import RemotingCommand
-from codec.headers import PullMessageResponseHeader
+from codec.headers import PullMessageRequestHeader, PullMessageResponseHeader
 
 from ..clients import ClientRegistry
 from ..config import Config
@@ -67,6 +68,15 @@ def pull_response(request: RemotingCommand, result: GetResult, requested_offset:
     return request.response(code, result.status.value, header.to_ext(), body)
 
 
+class PullContext(NamedTuple):
+    """What the pull path needs of one pull, made once when it is read (a tuple: one per pull)."""
+
+    request: RemotingCommand
+    header: PullMessageRequestHeader
+    conn: Any  # the client's ``transport.Connection``
+    arrived: float  # when the request was read (clock seconds)
+
+
 class PullProcessor:
     def __init__(
         self,
@@ -96,12 +106,14 @@ class PullProcessor:
     def pull(self, request: RemotingCommand, header, conn) -> RemotingCommand | defer.Deferred:
         """Answer now, or hold and answer later; either way one ``PullEvent`` per pull."""
         arrived = self.clock.seconds()
-        outcome = self._serve(request, header, conn, arrived)
+        pull = PullContext(request, header, conn, arrived)
+        outcome = self._serve(pull)
         if not isinstance(outcome, defer.Deferred):
-            self._emit(header, conn, arrived, None, arrived, WAKE_NONE, outcome)
+            self._emit(pull, None, arrived, WAKE_NONE, outcome)
         return outcome
 
-    def _serve(self, request: RemotingCommand, header, conn, arrived: float) -> RemotingCommand | defer.Deferred:
+    def _serve(self, pull: PullContext) -> RemotingCommand | defer.Deferred:
+        request, header, conn = pull.request, pull.header, pull.conn
         if check_group_name(header.consumer_group) is not None:
             return request.response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -165,18 +177,20 @@ class PullProcessor:
                     f"this connection already holds {self.holds.max_held_per_conn} pulls "
                     "(maxHeldPullsPerConnection); try again later",
                 )
-            held = self._hold(request, header, conn, read, tag_filter, arrived)
+            held = self._hold(pull, read, tag_filter)
             if held is not None:
                 return held
-        return self._answer(request, header, result)
+        return self._answer(pull, result)
 
-    def _answer(self, request: RemotingCommand, header, result: GetResult) -> RemotingCommand:
+    def _answer(self, pull: PullContext, result: GetResult) -> RemotingCommand:
         """The pull response for ``result``; records its next begin offset as the group's pulled one."""
+        header = pull.header
         self.store.offsets.record_pulled(header.consumer_group, header.topic, header.queue_id, result.next_begin_offset)
-        return pull_response(request, result, header.queue_offset)
+        return pull_response(pull.request, result, header.queue_offset)
 
-    def _hold(self, request, header, conn, read, tag_filter, arrived: float):
+    def _hold(self, pull: PullContext, read: Callable[[], GetResult], tag_filter: TagFilter | None):
         """Hold the pull until something matching arrives or its deadline; None if not held."""
+        header = pull.header
         if self.config.long_polling:
             timeout_s = min(max(0, header.suspend_timeout_millis), self.config.max_pull_suspend_ms) / 1000
         else:
@@ -189,31 +203,32 @@ class PullProcessor:
         def reread(wake: str, final: bool) -> bool:
             woke = self.clock.seconds()
             if wake == WAKE_DISCONNECT:
-                self._emit(header, conn, arrived, started, woke, wake, None)
+                self._emit(pull, started, woke, wake, None)
                 return True
             result = read()
             if result.status != GetStatus.FOUND and not final:
                 return False
-            response = self._answer(request, header, result)
-            self._emit(header, conn, arrived, started, woke, wake, response)
+            response = self._answer(pull, result)
+            self._emit(pull, started, woke, wake, response)
             d.callback(response)
             return True
 
-        matches = tag_filter.matches_tags_code if tag_filter is not None else always
-        pull = HeldPull(
-            (header.topic, header.queue_id), header.queue_offset, matches, conn, reread, started, started + timeout_s,
-            header.consumer_group,
-        )
-        if not self.holds.hold(pull):
+        held = HeldPull(
+            key=(header.topic, header.queue_id), offset=header.queue_offset,
+            matches=tag_filter.matches_tags_code if tag_filter is not None else always, conn=pull.conn,
+            reread=reread, started=started, deadline=started + timeout_s, group=header.consumer_group,
+        )  # fmt: skip
+        if not self.holds.hold(held):
             return None
         return d
 
-    def _emit(self, header, conn, arrived: float, hold_started: float | None, woke: float, wake: str,
+    def _emit(self, pull: PullContext, hold_started: float | None, woke: float, wake: str,
               response: RemotingCommand | None) -> None:  # fmt: skip
         """Tell listeners (event log, metrics) how this pull went: hold time is hold start to
         wake; service time is the rest of arrival to answer."""
         if not self.listeners:
             return
+        header, conn, arrived = pull.header, pull.conn, pull.arrived
         done = self.clock.seconds()
         total_ms = (done - arrived) * 1000
         hold_ms = (woke - hold_started) * 1000 if hold_started is not None else 0.0

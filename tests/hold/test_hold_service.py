@@ -20,7 +20,8 @@ class Waiter:
                  conn="c1", matches=lambda code: True) -> None:  # fmt: skip
         self.ready = False
         self.answers: list[tuple[str, bool]] = []
-        self.pull = HeldPull(key, offset, matches, conn, self.reread, clock.seconds(), clock.seconds() + timeout)
+        self.pull = HeldPull(key=key, offset=offset, matches=matches, conn=conn, reread=self.reread,
+                             started=clock.seconds(), deadline=clock.seconds() + timeout)
         self.held = service.hold(self.pull)
 
     def reread(self, wake: str, final: bool) -> bool:
