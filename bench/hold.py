@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import json
 import sys
 import time
@@ -29,7 +28,7 @@ from machine import machine  # noqa: E402
 
 from codec.codes import RequestCode as C  # noqa: E402
 from codec.command import RemotingCommand  # noqa: E402
-from codec.frame import FrameDecoder  # noqa: E402
+from codec.peer import ANSWER, RemotingPeer  # noqa: E402
 from codec.headers import (  # noqa: E402
     SEND_V2,
     CreateTopicRequestHeader,
@@ -46,8 +45,7 @@ class Client:
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
-        self.pending: dict[int, asyncio.Future] = {}
-        self.opaque = itertools.count(1)
+        self.peer = RemotingPeer()
         self.task = asyncio.get_running_loop().create_task(self._read())
 
     @classmethod
@@ -57,20 +55,17 @@ class Client:
         return cls(reader, writer)
 
     async def _read(self) -> None:
-        decoder = FrameDecoder()
         while data := await self.reader.read(1 << 16):
             now = time.perf_counter()
-            for payload in decoder.feed(data):
-                response = RemotingCommand.decode(payload)
-                future = self.pending.pop(response.opaque, None)
+            for incoming in self.peer.receive(data):
+                future = incoming.outstanding.context if incoming.kind is ANSWER else None
                 if future is not None and not future.done():
-                    future.set_result((now, response))
+                    future.set_result((now, incoming.command))
 
     def request(self, code: int, ext: dict, body: bytes = b"") -> asyncio.Future:
-        opaque = next(self.opaque)
         future = asyncio.get_running_loop().create_future()
-        self.pending[opaque] = future
-        self.writer.write(RemotingCommand(code=code, opaque=opaque, ext_fields=ext, body=body).encode())
+        _, data = self.peer.request(RemotingCommand(code=code, ext_fields=ext, body=body), context=future)
+        self.writer.write(data)
         return future
 
     def pull(self, topic: str, queue_id: int, offset: int, suspend_ms: int, group: str = "bench") -> asyncio.Future:

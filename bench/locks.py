@@ -50,10 +50,11 @@ from twisted.internet import task  # noqa: E402
 from codec.bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue  # noqa: E402
 from codec.codes import RequestCode, ResponseCode  # noqa: E402
 from codec.command import RemotingCommand  # noqa: E402
-from codec.frame import FrameDecoder  # noqa: E402
+from codec.peer import ANSWER, RemotingPeer  # noqa: E402
 from rmqproxy.locks import LockManager  # noqa: E402
 from tests.interop.orderly import Handoff, compile_programs, run_handoffs  # noqa: E402
 from tests.interop.server import RunningServer  # noqa: E402
+from tests.interop.wire import WireClient  # noqa: E402
 
 TARGETS_MS = {"clean": 100, "kill_immediate": 1000, "kill_safe_max": 31_000, "kill_safe_mean": 21_000}
 
@@ -108,25 +109,28 @@ def handoff_line(line: str, args: argparse.Namespace, workdir: Path) -> dict:
 # --- lock request rate ------------------------------------------------------------------------
 
 
-def lock_frame(group: str, client_id: str, topic: str) -> bytes:
+def lock_request(group: str, client_id: str, topic: str) -> RemotingCommand:
     body = LockBatchRequestBody(
         consumer_group=group, client_id=client_id,
         mq_set=[MessageQueue(topic=topic, broker_name="rmqproxy-a", queue_id=q) for q in range(8)],
     ).to_json()  # fmt: skip
-    return RemotingCommand(code=RequestCode.LOCK_BATCH_MQ, opaque=1, body=body).encode()
+    return RemotingCommand(code=RequestCode.LOCK_BATCH_MQ, body=body)
 
 
-def pipelined(addr: tuple[str, int], frames: list[bytes], total: int, window: int) -> tuple[float, list[int]]:
-    """Send ``total`` requests spread over one connection per frame, ``window`` in flight on each;
-    return (seconds, locked queue count in the last answer on each connection)."""
+def pipelined(
+    addr: tuple[str, int], requests: list[RemotingCommand], total: int, window: int
+) -> tuple[float, list[int]]:
+    """Send ``total`` requests spread over one connection per request, ``window`` in flight on
+    each, every answer matched to its request by opaque; return (seconds, locked queue count in
+    the last answer on each connection)."""
     sel = selectors.DefaultSelector()
     conns = []
-    per_conn = total // len(frames)
-    for i, frame in enumerate(frames):
+    per_conn = total // len(requests)
+    for i, request in enumerate(requests):
         s = socket.create_connection(addr)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         s.setblocking(False)
-        state = {"frame": frame, "sent": 0, "done": 0, "decoder": FrameDecoder(), "out": b"", "last": b"", "i": i}
+        state = {"request": request, "sent": 0, "done": 0, "peer": RemotingPeer(), "out": b"", "last": None, "i": i}
         conns.append((s, state))
         sel.register(s, selectors.EVENT_READ | selectors.EVENT_WRITE, (s, state))
     start = time.perf_counter()
@@ -137,7 +141,7 @@ def pipelined(addr: tuple[str, int], frames: list[bytes], total: int, window: in
             if mask & selectors.EVENT_WRITE:
                 burst = min(window - (st["sent"] - st["done"]), per_conn - st["sent"])
                 if burst > 0:
-                    st["out"] += st["frame"] * burst
+                    st["out"] += b"".join(st["peer"].request(st["request"])[1] for _ in range(burst))
                     st["sent"] += burst
                 if st["out"]:
                     n = s.send(st["out"])
@@ -146,10 +150,10 @@ def pipelined(addr: tuple[str, int], frames: list[bytes], total: int, window: in
                 data = s.recv(1 << 20)
                 if not data:
                     raise RuntimeError("server closed the connection")
-                frames_in = st["decoder"].feed(data)
-                if frames_in:
-                    st["done"] += len(frames_in)
-                    st["last"] = frames_in[-1]
+                answers = [i.command for i in st["peer"].receive(data) if i.kind is ANSWER]
+                if answers:
+                    st["done"] += len(answers)
+                    st["last"] = answers[-1]
                 if st["done"] == per_conn:
                     sel.unregister(s)
                     remaining -= 1
@@ -161,7 +165,7 @@ def pipelined(addr: tuple[str, int], frames: list[bytes], total: int, window: in
     seconds = time.perf_counter() - start
     held = []
     for s, st in conns:
-        answer = RemotingCommand.decode(st["last"])
+        answer = st["last"]
         if answer.code != ResponseCode.SUCCESS:
             raise RuntimeError(f"lock answered {answer.code}: {answer.remark}")
         held.append(len(LockBatchResponseBody.from_json(answer.body).lock_ok_mq_set))
@@ -174,16 +178,19 @@ def lock_rate(total: int, connections: int, window: int, repeat: int) -> dict:
                  "repeat": repeat}  # fmt: skip
     with RunningServer() as server:
         addr = ("127.0.0.1", server.port)
-        renew = [lock_frame(f"g{i}", f"c{i}", f"T{i}") for i in range(connections)]
-        contended = [lock_frame("gx", f"c{i % 2}", "TX") for i in range(connections)]
+        with WireClient(server.namesrv) as wire:  # locks are granted on existing queues only
+            for topic in [f"T{i}" for i in range(connections)] + ["TX"]:
+                assert wire.create_topic(topic, 8).code == ResponseCode.SUCCESS
+        renew = [lock_request(f"g{i}", f"c{i}", f"T{i}") for i in range(connections)]
+        contended = [lock_request("gx", f"c{i % 2}", "TX") for i in range(connections)]
         pipelined(addr, renew, min(total, 20_000), window)  # warm-up
-        for name, frames, expected in (
+        for name, requests, expected in (
             ("renew", renew, [8] * connections),
             ("contended", contended, [0] * (connections // 2) + [8] * (connections - connections // 2)),
         ):
             rates = []
             for _ in range(repeat):
-                seconds, held = pipelined(addr, frames, total, window)
+                seconds, held = pipelined(addr, requests, total, window)
                 assert sorted(held) == expected, held
                 rates.append(total / seconds)
             out[f"{name}_requests_per_s_median"] = round(statistics.median(rates))

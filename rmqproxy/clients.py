@@ -62,6 +62,11 @@ class ClientRegistry:
         self.consumers: dict[str, ConsumerGroup] = {}
         self.producers: dict[str, dict[Hashable, ClientInfo]] = {}
         self._heard: dict[Hashable, float] = {}  # connection → when its last heartbeat came (s)
+        self._clients: dict[Hashable, ClientInfo] = {}  # connection → what its last heartbeat said
+
+    def client_of(self, conn: Hashable) -> ClientInfo | None:
+        """What ``conn``'s last heartbeat said of its client, if it sent one."""
+        return self._clients.get(conn)
 
     def heard(self, conn: Hashable, when: float) -> None:
         """``conn`` sent a heartbeat at ``when`` (seconds)."""
@@ -76,6 +81,7 @@ class ClientRegistry:
 
     def heartbeat(self, conn: Hashable, info: ClientInfo, data: HeartbeatData) -> list[str]:
         """Register what a heartbeat says; return consumer groups whose membership changed."""
+        self._clients[conn] = info
         changed = []
         for consumer in data.consumer_data_set:
             if consumer.group_name and self._register_consumer(conn, info, consumer):
@@ -115,6 +121,7 @@ class ClientRegistry:
     def connection_closed(self, conn: Hashable) -> list[str]:
         """A connection is gone: it leaves every group; return consumer groups that changed."""
         self._heard.pop(conn, None)
+        self._clients.pop(conn, None)
         for members in self.producers.values():
             members.pop(conn, None)
         return [name for name, group in self.consumers.items() if group.members.pop(conn, None) is not None]
@@ -122,9 +129,10 @@ class ClientRegistry:
     def consumer_group(self, name: str) -> ConsumerGroup | None:
         return self.consumers.get(name)
 
-    def member_connections(self, group: str) -> list[Hashable]:
+    def members(self, group: str) -> list[tuple[Hashable, ClientInfo]]:
+        """(connection, client) of each member of consumer ``group``."""
         found = self.consumers.get(group)
-        return list(found.members) if found is not None else []
+        return list(found.members.items()) if found is not None else []
 
     def find(self, group: str, client_id: str) -> Hashable | None:
         """The connection of ``client_id`` in consumer ``group`` (for GET_CONSUMER_RUNNING_INFO)."""

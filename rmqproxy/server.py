@@ -191,8 +191,9 @@ class Server:
         self.connections.discard(conn)
         if not self.connections and self._all_closed is not None and not self._all_closed.called:
             self._all_closed.callback(None)
-        if conn.client_id:
-            self.metrics.forget_client(conn.client_id)
+        client = self.clients.client_of(conn)
+        if client is not None and client.client_id:
+            self.metrics.forget_client(client.client_id)
         self.holds.connection_closed(conn)
         self.locks.connection_closed(conn)
         self.consumers.connection_closed(conn)

@@ -73,10 +73,12 @@ class ConsumerProcessor:
         is registered a slice per reactor turn, answered once all are in, so other clients are
         served in between (2,000 groups in one heartbeat once held the reactor for seconds)."""
         data = valid_heartbeat(HeartbeatData.from_json(request.body))
-        conn.client_id = data.client_id or conn.client_id
-        conn.language = getattr(request.language, "name", str(request.language))
-        conn.version = request.version
-        info = ClientInfo(conn.client_id, conn.language, conn.version, conn.remote, int(self.clock.seconds() * 1000))
+        known = self.clients.client_of(conn)
+        info = ClientInfo(
+            data.client_id or (known.client_id if known is not None else ""),
+            getattr(request.language, "name", str(request.language)), request.version, conn.remote,
+            int(self.clock.seconds() * 1000),
+        )  # fmt: skip
         self.clients.heard(conn, self.clock.seconds())
         consumers = data.consumer_data_set
         if len(consumers) <= HEARTBEAT_SLICE:
@@ -130,8 +132,8 @@ class ConsumerProcessor:
             code=RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
             ext_fields=NotifyConsumerIdsChangedRequestHeader(consumer_group=group).to_ext(),
         )
-        for member in self.clients.member_connections(group):
-            if member.version >= VERSION_3_0_7 or member.version == 0:
+        for member, info in self.clients.members(group):
+            if info.version >= VERSION_3_0_7 or info.version == 0:
                 member.send_oneway(notice)
 
     def consumer_list(self, request: RemotingCommand, header, conn) -> RemotingCommand:

@@ -229,13 +229,14 @@ class PullProcessor:
         if not self.listeners:
             return
         header, conn, arrived = pull.header, pull.conn, pull.arrived
+        client = self.clients.client_of(conn)
         done = self.clock.seconds()
         total_ms = (done - arrived) * 1000
         hold_ms = (woke - hold_started) * 1000 if hold_started is not None else 0.0
         ext = response.ext_fields if response is not None and response.ext_fields else {}
         event = PullEvent(
             ts_ms=int(done * 1000), arrived_ms=int(arrived * 1000), group=header.consumer_group,
-            topic=header.topic, queue_id=header.queue_id, client_id=conn.client_id, remote=conn.remote,
+            topic=header.topic, queue_id=header.queue_id, client_id=client.client_id if client is not None else "", remote=conn.remote,
             offset=header.queue_offset, max_msgs=header.max_msg_nums,
             suspend_ms=header.suspend_timeout_millis if header.sys_flag & SYSFLAG_SUSPEND else 0,
             held=hold_started is not None, hold_ms=round(hold_ms, 3), service_ms=round(total_ms - hold_ms, 3),

@@ -16,9 +16,8 @@ from twisted.internet import defer
 
 from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
-from codec.errors import MessageError
 from codec.headers import SendMessageResponseHeader
-from codec.message import BatchItem, HostPort, Message, decode_batch, string_to_properties
+from codec.message import BatchItem, Message, decode_batch, string_to_properties
 
 from ..config import Config
 from ..dispatch import Route
@@ -38,13 +37,6 @@ _PUT_STATUS_CODES = {
     PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
 }
-
-
-def born_host(remote: str) -> HostPort:
-    try:
-        return HostPort.parse(remote)
-    except MessageError:
-        return HostPort("0.0.0.0", 0)
 
 
 def answer_put(request: RemotingCommand, result: PutResult) -> RemotingCommand:
@@ -117,8 +109,6 @@ class SendProcessor:
                 queue_id = 0
                 properties.pop("DELAY", None)
         born = conn.born_host
-        if born is None:
-            born = conn.born_host = born_host(conn.remote)
 
         def message(body: bytes, props: dict[str, str], flag: int) -> Message:
             return Message(

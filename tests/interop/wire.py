@@ -8,7 +8,6 @@ the reference broker) the way a non-Java client would::
 
 from __future__ import annotations
 
-import itertools
 import socket
 from typing import Any, Self
 
@@ -16,6 +15,7 @@ from codec.codes import RequestCode as C
 from codec.command import RemotingCommand
 from codec.frame import FrameDecoder
 from codec.headers import REQUEST_HEADERS
+from codec.peer import ANSWER, RemotingPeer
 
 __all__ = ["WireClient", "roundtrip"]
 
@@ -38,14 +38,20 @@ class WireClient:
     def __init__(self, addr: str, timeout: float = 5.0) -> None:
         host, port = addr.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-        self._opaque = itertools.count(1)
+        self.peer = RemotingPeer()
 
     def call(self, code: int, body: bytes = b"", **fields: Any) -> RemotingCommand:
-        """``fields`` build the code's typed header (``codec.headers``)."""
+        """``fields`` build the code's typed header (``codec.headers``). Requests the server sends
+        meanwhile (notifications) are skipped: the answer is the one matched to this request."""
         ext = REQUEST_HEADERS[code].encode(REQUEST_HEADERS[code].cls(**fields)) if fields else None
-        answer = roundtrip(self.sock, RemotingCommand(code=code, opaque=next(self._opaque), ext_fields=ext, body=body))
-        assert answer.is_response, f"expected the answer to {code}, got {answer}"
-        return answer
+        opaque, data = self.peer.request(RemotingCommand(code=code, ext_fields=ext, body=body))
+        self.sock.sendall(data)
+        while True:
+            chunk = self.sock.recv(65536)
+            assert chunk, "server closed the connection"
+            for incoming in self.peer.receive(chunk):
+                if incoming.kind is ANSWER and incoming.outstanding.opaque == opaque:
+                    return incoming.command
 
     def send(self, topic: str, body: bytes, queue_id: int = 0, group: str = "pg") -> RemotingCommand:
         """SEND_MESSAGE_V2 of one message without properties to ``queue_id`` (auto-creating the
@@ -53,6 +59,11 @@ class WireClient:
         return self.call(C.SEND_MESSAGE_V2, body=body, producer_group=group, topic=topic, default_topic="TBW102",
                          default_topic_queue_nums=1, queue_id=queue_id, sys_flag=0, born_timestamp=1, flag=0,
                          properties="")  # fmt: skip
+
+    def create_topic(self, topic: str, queues: int) -> RemotingCommand:
+        """UPDATE_AND_CREATE_TOPIC (mqadmin updateTopic) with ``queues`` read and write queues."""
+        return self.call(C.UPDATE_AND_CREATE_TOPIC, topic=topic, default_topic="TBW102", read_queue_nums=queues,
+                         write_queue_nums=queues, perm=6, topic_filter_type="SINGLE_TAG", order=False)  # fmt: skip
 
     def pull(self, group: str, topic: str, queue_id: int, offset: int, max_nums: int = 32) -> RemotingCommand:
         """PULL_MESSAGE answered at once (no suspend, no commit)."""

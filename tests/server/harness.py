@@ -16,8 +16,8 @@ from twisted.internet.testing import StringTransport
 from codec.bodies import ConsumerData, HeartbeatData, ProducerData, build_subscription
 from codec.codes import RequestCode
 from codec.command import RemotingCommand
-from codec.frame import FrameDecoder
 from codec.headers import REQUEST_HEADERS
+from codec.peer import RemotingPeer
 from rmqproxy.config import Config
 from rmqproxy.server import Server
 
@@ -80,8 +80,7 @@ class Client:
         self.conn = _Factory(server).buildProtocol(None)
         self.transport = StringTransport(peerAddress=IPv4Address("TCP", "10.0.0.5", next(self._ports)))
         self.conn.makeConnection(self.transport)
-        self._opaque = itertools.count(1)
-        self._decoder = FrameDecoder()
+        self.peer = RemotingPeer()
         self.received: list[RemotingCommand] = []
 
     def send(self, code: int, header: Any = None, body: bytes = b"", *, flag: int = 0, ext=None, **fields) -> int:
@@ -90,16 +89,16 @@ class Client:
             header = REQUEST_HEADERS[code].cls(**fields)
         if header is not None:
             ext = REQUEST_HEADERS[code].encode(header)
-        opaque = next(self._opaque)
-        command = RemotingCommand(code=code, opaque=opaque, flag=flag, ext_fields=ext, body=body, version=self.version)
-        self.conn.dataReceived(command.encode())
+        command = RemotingCommand(code=code, flag=flag, ext_fields=ext, body=body, version=self.version)
+        opaque, data = self.peer.request(command)
+        self.conn.dataReceived(data)
         return opaque
 
     def read(self) -> list[RemotingCommand]:
         """Everything the server wrote since the last read."""
         data = self.transport.value()
         self.transport.clear()
-        commands = [RemotingCommand.decode(p) for p in self._decoder.feed(data)]
+        commands = [incoming.command for incoming in self.peer.receive(data)]
         self.received += commands
         return commands
 
