@@ -107,49 +107,19 @@ _BY_KEY = {s.key: s for s in SETTINGS}
 _BY_FIELD = {s.field: s for s in SETTINGS}
 
 
-@dataclasses.dataclass(frozen=True)
-class Config:
-    """Every setting (see ``SETTINGS``), plus broker.conf keys we do not use (``extra``)."""
+#: The fields of ``Config``, one per setting, typed and defaulted by ``SETTINGS`` alone.
+_Fields = dataclasses.make_dataclass(
+    "_Fields",
+    [(s.field, s.type, dataclasses.field(default=s.default)) for s in SETTINGS]
+    + [("extra", Mapping[str, str], dataclasses.field(default_factory=dict))],
+    frozen=True,
+)
 
-    bind_address: str = "127.0.0.1"
-    listen_port: int = 9876
-    broker_listen_port: int = 0
-    broker_ip1: str = ""
-    metrics_port: int = 5557
-    metrics_host: str = ""
-    metrics_exporter: str = "PROM"
-    store_path: str = "./rmqproxy-data"
-    flush_disk_type: str = FLUSH_ASYNC
-    cluster_name: str = "DefaultCluster"
-    broker_name: str = "rmqproxy-a"
-    auto_create_topic: bool = True
-    auto_create_group: bool = True
-    default_topic_queue_nums: int = 8
-    max_topic_queue_nums: int = 1024
-    long_polling: bool = True
-    short_polling_ms: int = 1000
-    max_held_pulls: int = 100_000
-    max_held_pulls_per_connection: int = 10_000
-    max_pull_suspend_ms: int = 30_000
-    max_in_flight_requests_per_connection: int = 20_000
-    max_buffered_reply_bytes_per_connection: int = 16 << 20
-    max_buffered_reply_bytes: int = 512 << 20
-    server_socket_backlog: int = 1024
-    lock_release_on_disconnect: str = "safe"
-    lock_max_live_ms: int = 60_000
-    max_frame_size: int = DEFAULT_MAX_FRAME_BYTES
-    max_message_size: int = 4 * 1024 * 1024
-    message_delay_level: str = DEFAULT_LEVELS
-    file_reserved_time_hours: float = 72.0
-    disk_max_used_space_ratio: int = 75
-    commit_log_segment_size: int = 1 << 30
-    max_mapped_consume_queue_files: int = 0
-    access_message_in_memory_max_ratio: int = 40
-    pull_log_path: str = ""
-    pull_log_mode: str = "all"
-    client_stats_interval_s: int = 60
-    channel_expired_ms: int = 120_000
-    extra: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+@dataclasses.dataclass(frozen=True)
+class Config(_Fields):
+    """Every setting (a field named by ``SETTINGS``' ``field``, e.g. ``config.listen_port``), plus
+    the broker.conf keys rmqproxy does not use (``extra``); checked when made."""
 
     def __post_init__(self) -> None:
         if self.flush_disk_type not in (FLUSH_ASYNC, FLUSH_SYNC):

@@ -37,6 +37,7 @@ from codec.codes import code_name
 
 from .hold import WAKE_TIMEOUT
 from .holdlog import PullEvent
+from .topics import DLQ_PREFIX, RETRY_PREFIX, is_system_topic
 
 #: Seconds; from 0.5 ms (a local read) to 30 s (past the Java client's pull timeout).
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 30)
@@ -154,10 +155,10 @@ class LabelLimiter:
         self.seen: set[str] = set()
 
     def __call__(self, name: str) -> str:
-        if name.startswith("%RETRY%"):
-            return "%RETRY%"
-        if name.startswith("%DLQ%"):
-            return "%DLQ%"
+        if name.startswith(RETRY_PREFIX):
+            return RETRY_PREFIX
+        if name.startswith(DLQ_PREFIX):
+            return DLQ_PREFIX
         if name in self.seen:
             return name
         if len(self.seen) < self.limit:
@@ -166,12 +167,9 @@ class LabelLimiter:
         return OTHER
 
 
-SYSTEM_TOPICS = frozenset({"TBW102", "SCHEDULE_TOPIC_XXXX", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"})
-
-
-def is_system_topic(topic: str) -> str:
-    """``is_system`` label value, as RocketMQ's TopicValidator decides it."""
-    return "true" if topic in SYSTEM_TOPICS or topic.startswith("rmq_sys_") else "false"
+def system_label(topic: str) -> str:
+    """The ``is_system`` label value of ``topic``."""
+    return "true" if is_system_topic(topic) else "false"
 
 
 class Metrics:
@@ -256,8 +254,8 @@ class Metrics:
             if event.wake == WAKE_TIMEOUT and event.suspend_ms:
                 self.hold_overshoot.observe(max(0.0, (event.hold_ms - event.suspend_ms) / 1000))
         if event.msgs:
-            is_retry = "true" if event.topic.startswith("%RETRY%") else "false"
-            labels = (*self.common, topic, group, is_retry, is_system_topic(event.topic))
+            is_retry = "true" if event.topic.startswith(RETRY_PREFIX) else "false"
+            labels = (*self.common, topic, group, is_retry, system_label(event.topic))
             self.messages_out.labels(*labels).inc(event.msgs)
             self.throughput_out.labels(*labels).inc(event.bytes)
         self.rpc_latency.labels(*self.common, "remoting", "pull_message", event.code.lower(), held).observe(
@@ -268,9 +266,9 @@ class Metrics:
         """Messages were stored for a producer."""
         children = self._put_children.get((topic, delayed))
         if children is None:
-            if topic.startswith(("%RETRY%", "%DLQ%")):
+            if topic.startswith((RETRY_PREFIX, DLQ_PREFIX)):
                 return  # RocketMQ counts retry and DLQ puts elsewhere
-            labels = (*self.common, self.topic_label(topic), "delay" if delayed else "normal", is_system_topic(topic))
+            labels = (*self.common, self.topic_label(topic), "delay" if delayed else "normal", system_label(topic))
             children = (self.messages_in.labels(*labels), self.throughput_in.labels(*labels))
             if len(self._put_children) < _HOT_PATH_CACHE:
                 self._put_children[(topic, delayed)] = children
@@ -389,7 +387,7 @@ class LiveState:
         )  # fmt: skip
         for topic, group, lag_messages, inflight_messages in self.lag():
             labels = [*m.common, m.topic_label(topic), m.group_label(group),
-                      "true" if topic.startswith("%RETRY%") else "false", is_system_topic(topic)]  # fmt: skip
+                      "true" if topic.startswith(RETRY_PREFIX) else "false", system_label(topic)]  # fmt: skip
             lag.add_metric(labels, lag_messages)
             inflight.add_metric(labels, inflight_messages)
         yield lag

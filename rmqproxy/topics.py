@@ -24,8 +24,17 @@ PERM_WRITE = 2
 PERM_INHERIT = 1
 
 AUTO_CREATE_TOPIC = "TBW102"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
+#: Topics every broker has, as RocketMQ's ``TopicValidator`` lists them (with ``rmq_sys_*``).
+SYSTEM_TOPICS = frozenset({AUTO_CREATE_TOPIC, SCHEDULE_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT})
+
+
+def is_system_topic(topic: str) -> bool:
+    """Whether ``topic`` is one of the broker's own (RocketMQ's ``TopicValidator.isSystemTopic``)."""
+    return topic in SYSTEM_TOPICS or topic.startswith("rmq_sys_")
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 MAX_TOPIC_LENGTH = 127
 MAX_GROUP_LENGTH = 255
@@ -103,8 +112,8 @@ class TopicTable:
         builtin = [
             TopicConfig(AUTO_CREATE_TOPIC, default_queues, default_queues, template_perm),
             TopicConfig(SCHEDULE_TOPIC, 18, 18),
-            TopicConfig("SELF_TEST_TOPIC", 1, 1),
-            TopicConfig("OFFSET_MOVED_EVENT", 1, 1),
+            TopicConfig(SELF_TEST_TOPIC, 1, 1),
+            TopicConfig(OFFSET_MOVED_EVENT, 1, 1),
             TopicConfig(cluster, 16, 16, PERM_READ | PERM_WRITE | PERM_INHERIT),
             TopicConfig(broker, 1, 1, PERM_READ | PERM_WRITE | PERM_INHERIT),
         ]

@@ -23,6 +23,7 @@ from codec.bodies import build_subscription
 from codec.codes import RequestCode, ResponseCode, code_name
 from codec.command import RemotingCommand
 from codec.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from codec.message import record_count
 
 from ..clients import ClientRegistry
 from ..config import Config
@@ -242,7 +243,7 @@ class PullProcessor:
             held=hold_started is not None, hold_ms=round(hold_ms, 3), service_ms=round(total_ms - hold_ms, 3),
             total_ms=round(total_ms, 3), wake=wake, mode="long" if self.config.long_polling else "short",
             code=code_name(response.code, response=True) if response is not None else "NO_RESPONSE",
-            msgs=_record_count(response.body) if response is not None else 0,
+            msgs=record_count(response.body) if response is not None else 0,
             bytes=len(response.body) if response is not None else 0,
             next_offset=int(ext.get("nextBeginOffset", header.queue_offset)),
             max_offset=int(ext.get("maxOffset", 0)),
@@ -250,14 +251,3 @@ class PullProcessor:
         for listener in self.listeners:
             listener(event)
 
-
-def _record_count(body: bytes) -> int:
-    """How many stored records a pull body holds (walks TOTALSIZE fields; no decoding)."""
-    count = pos = 0
-    while pos + 4 <= len(body):
-        size = int.from_bytes(body[pos : pos + 4], "big")
-        if size <= 0:
-            break
-        pos += size
-        count += 1
-    return count

@@ -21,7 +21,7 @@ from codec.message import BatchItem, Message, decode_batch, string_to_properties
 
 from ..config import Config
 from ..dispatch import Route
-from ..store import MessageStore, PutResult, PutStatus
+from ..store import MessageStore, PutResult, PutStatus, PutTicket
 from ..store.delay import SCHEDULE_TOPIC
 from ..topics import DLQ_PREFIX, RETRY_PREFIX, TopicTable, check_new_topic, dlq_topic
 
@@ -37,6 +37,23 @@ _PUT_STATUS_CODES = {
     PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
 }
+
+
+def retries_used_up(reconsume_times: int, max_reconsume_times: int | None) -> bool:
+    """Whether a message consumed ``reconsume_times`` times goes to its group's DLQ rather than
+    its retry topic (``maxReconsumeTimes`` as the client sent it, else 16)."""
+    limit = DEFAULT_MAX_RECONSUME_TIMES if max_reconsume_times is None else max_reconsume_times
+    return reconsume_times >= limit
+
+
+def when_stored(ticket: PutTicket, answer: Callable[[PutResult], RemotingCommand]) -> RemotingCommand | defer.Deferred:
+    """``answer(result)`` now if the put is complete (ASYNC_FLUSH), else a Deferred of it that
+    fires when its flush does (SYNC_FLUSH)."""
+    if ticket.done:
+        return answer(ticket.result)
+    d: defer.Deferred = defer.Deferred()
+    ticket.add_done_callback(lambda result: d.callback(answer(result)))
+    return d
 
 
 def answer_put(request: RemotingCommand, result: PutResult) -> RemotingCommand:
@@ -100,10 +117,7 @@ class SendProcessor:
         properties["CLUSTER"] = self.config.cluster_name
         topic_name = header.topic
         if topic_name.startswith(RETRY_PREFIX) and not header.batch:
-            max_times = header.max_reconsume_times
-            if max_times is None:
-                max_times = DEFAULT_MAX_RECONSUME_TIMES
-            if (header.reconsume_times or 0) >= max_times:
+            if retries_used_up(header.reconsume_times or 0, header.max_reconsume_times):
                 topic_name = dlq_topic(topic_name[len(RETRY_PREFIX):])
                 self.topics.ensure(topic_name)
                 queue_id = 0
@@ -138,11 +152,7 @@ class SendProcessor:
             if len(request.body) > self.config.max_message_size:
                 return self._too_large(request)
             ticket = self.store.put(message(request.body, properties, header.flag))
-        if ticket.done:
-            return self._answer(request, ticket.result)
-        d: defer.Deferred = defer.Deferred()
-        ticket.add_done_callback(lambda result: d.callback(self._answer(request, result)))
-        return d
+        return when_stored(ticket, lambda result: self._answer(request, result))
 
     def _answer(self, request: RemotingCommand, result: PutResult) -> RemotingCommand:
         if result.ok and self.on_put is not None:

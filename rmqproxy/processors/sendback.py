@@ -17,7 +17,7 @@ from codec.message import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG, Message
 from ..dispatch import Route
 from ..store import MessageStore, PutResult
 from ..topics import TopicTable, check_group_name, dlq_topic, retry_topic
-from .send import DEFAULT_MAX_RECONSUME_TIMES
+from .send import retries_used_up, when_stored
 
 
 def _answer(request: RemotingCommand, result: PutResult) -> RemotingCommand:
@@ -52,12 +52,9 @@ class SendBackProcessor:
         if not props.get("ORIGIN_MESSAGE_ID"):
             props["ORIGIN_MESSAGE_ID"] = header.origin_msg_id or original.offset_msg_id
         props.pop("DELAY", None)
-        max_times = header.max_reconsume_times
-        if max_times is None:
-            max_times = DEFAULT_MAX_RECONSUME_TIMES
         delay = header.delay_level
         topic = retry
-        if original.reconsume_times >= max_times or delay < 0:
+        if retries_used_up(original.reconsume_times, header.max_reconsume_times) or delay < 0:
             topic = dlq_topic(header.group)
             self.topics.ensure(topic)
         else:
@@ -67,9 +64,4 @@ class SendBackProcessor:
             born_timestamp=original.born_timestamp, born_host=original.born_host,
             reconsume_times=original.reconsume_times + 1,
         )  # fmt: skip
-        ticket = self.store.put(msg)
-        if ticket.done:
-            return _answer(request, ticket.result)
-        d: defer.Deferred = defer.Deferred()
-        ticket.add_done_callback(lambda result: d.callback(_answer(request, result)))
-        return d
+        return when_stored(self.store.put(msg), lambda result: _answer(request, result))

@@ -15,13 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from codec.errors import MessageError
-from codec.message import MAGIC_V1, MAGIC_V2, Message, decode_message
+from codec.message import MAGIC_V1, MAGIC_V2, PHYSICAL_OFFSET_AT, Message, decode_message
 
 from .mapped import Allocate, Prefaulter, Segment, SegmentQueue, zero_range
 
 BLANK_MAGIC = 0xCBD43194  # RocketMQ CommitLog.BLANK_MAGIC_CODE (-875286124)
 MIN_BLANK = 8  # END_FILE_MIN_BLANK_LENGTH: room kept for the blank marker
-PHYSICAL_OFFSET_AT = 28
 PREFAULT_WINDOW = 16 * 1024 * 1024  # pages faulted in ahead of the write position
 
 _HEAD = struct.Struct(">iI")

@@ -40,15 +40,17 @@ from codec.javacompat import string_hash
 from codec.message import (
     MAGIC_V1,
     MAGIC_V2,
+    STORE_TIMESTAMP_END_V6,
     STOREHOST_V6_FLAG,
     HostPort,
     Message,
     create_offset_msg_id,
     decode_message,
     encode_message,
+    record_store_timestamp,
 )
 
-from .commitlog import MIN_BLANK, CommitLog
+from .commitlog import CommitLog
 from .consumequeue import UNIT, ConsumeQueue
 from .delay import DEFAULT_LEVELS, SCHEDULE_TOPIC, parse_levels
 from .files import read_json, write_json_atomic
@@ -223,8 +225,6 @@ class CompletionQueue:
             return ran
 
 
-_SYSFLAG = struct.Struct(">i")
-_TS = struct.Struct(">q")
 
 #: The reference's ``diskSpaceWarningLevelRatio``: above this used share puts are refused.
 DISK_FULL_RATIO = 0.90
@@ -377,27 +377,18 @@ class MessageStore:
     # --- put ------------------------------------------------------------------------------
 
     def put(self, msg: Message) -> PutTicket:
-        """Store one message (fills in its store fields and offsets). The hot path: kept flat."""
-        if self._not_writable is not None or not self._started:
-            return self._failed(PutStatus.SERVICE_NOT_AVAILABLE, self._not_writable or "the store is not running")
-        if len(msg.body) > self.config.max_message_size:
-            return self._failed(PutStatus.MESSAGE_ILLEGAL, f"message body of {len(msg.body)} bytes is too large")
-        now = int(self.clock() * 1000)
-        if "DELAY" in msg.properties:
-            self._park_if_delayed(msg, now)
-        msg.store_timestamp = now
-        msg.store_host = self.config.store_host
-        msg.body_crc = None
-        topic = msg.topic
-        if len(topic) > 42:  # only long topics can exceed 127 UTF-8 bytes
-            msg.magic = MAGIC_V1 if len(topic.encode()) <= 127 else MAGIC_V2
-        key = (topic, msg.queue_id)
-        cq = self._queues.get(key)
-        if cq is None:
-            try:
-                cq = self._queue(topic, msg.queue_id)
-            except ValueError as exc:
-                return self._failed(PutStatus.MESSAGE_ILLEGAL, str(exc))
+        """Store one message (fills in its store fields and offsets). The hot path: kept flat,
+        sharing its checks with ``put_batch`` through ``_refused``, ``_stamp`` and ``_queue_for``."""
+        refused = self._refused()
+        if refused is not None:
+            return refused
+        refused = self._stamp(msg, int(self.clock() * 1000), self.config.store_host)
+        if refused is not None:
+            return refused
+        key = (msg.topic, msg.queue_id)
+        cq = self._queues.get(key) or self._queue_for(key)
+        if cq.__class__ is PutTicket:
+            return cq
         offset = self._next_offset.get(key)
         if offset is None:
             offset = cq.max_offset
@@ -407,7 +398,7 @@ class MessageStore:
         except MessageError as exc:
             return self._failed(_encode_failure(exc), exc.what)
         size = len(record)
-        if size + MIN_BLANK > self.commitlog.segment_size:
+        if not self.commitlog.fits(size):
             return self._failed(PutStatus.MESSAGE_ILLEGAL, "record larger than a commit-log segment")
         try:
             cq.ensure(offset, offset)
@@ -428,29 +419,19 @@ class MessageStore:
 
     def put_batch(self, msgs: list[Message] | tuple[Message, ...]) -> PutTicket:
         """Store messages of one topic and queue at consecutive queue offsets (one ticket)."""
-        if self._not_writable is not None or not self._started:
-            return self._failed(PutStatus.SERVICE_NOT_AVAILABLE, self._not_writable or "the store is not running")
+        refused = self._refused()
+        if refused is not None:
+            return refused
         now = int(self.clock() * 1000)
         host = self.config.store_host
-        limit = self.config.max_message_size
         for msg in msgs:
-            if len(msg.body) > limit:
-                return self._failed(
-                    PutStatus.MESSAGE_ILLEGAL, f"message body of {len(msg.body)} bytes exceeds {limit}"
-                )
-            if "DELAY" in msg.properties:
-                self._park_if_delayed(msg, now)
-            msg.store_timestamp = now
-            msg.store_host = host
-            msg.body_crc = None
-            msg.magic = MAGIC_V1 if len(msg.topic.encode()) <= 127 else MAGIC_V2
+            refused = self._stamp(msg, now, host)
+            if refused is not None:
+                return refused
         key = (msgs[0].topic, msgs[0].queue_id)
-        cq = self._queues.get(key)
-        if cq is None:
-            try:
-                cq = self._queue(*key)
-            except ValueError as exc:
-                return self._failed(PutStatus.MESSAGE_ILLEGAL, str(exc))
+        cq = self._queues.get(key) or self._queue_for(key)
+        if cq.__class__ is PutTicket:
+            return cq
         offset = self._next_offset.get(key, cq.max_offset)
         records = []
         try:
@@ -481,8 +462,36 @@ class MessageStore:
             self._wake.set()
         else:
             self._dispatch(msgs)
-            ticket._complete()
+            ticket.done = True
         return ticket
+
+    def _refused(self) -> PutTicket | None:
+        """A failed ticket while the store takes no puts (full disk, write error, not started)."""
+        if self._not_writable is not None or not self._started:
+            return self._failed(PutStatus.SERVICE_NOT_AVAILABLE, self._not_writable or "the store is not running")
+        return None
+
+    def _stamp(self, msg: Message, now_ms: int, host: HostPort) -> PutTicket | None:
+        """Check ``msg``'s size and give it its store fields (parking it if delayed); a failed
+        ticket if it is refused."""
+        limit = self.config.max_message_size
+        if len(msg.body) > limit:
+            return self._failed(PutStatus.MESSAGE_ILLEGAL, f"message body of {len(msg.body)} bytes exceeds {limit}")
+        if "DELAY" in msg.properties:
+            self._park_if_delayed(msg, now_ms)
+        msg.store_timestamp = now_ms
+        msg.store_host = host
+        msg.body_crc = None
+        if len(msg.topic) > 42:  # only long topics can exceed 127 UTF-8 bytes
+            msg.magic = MAGIC_V1 if len(msg.topic.encode()) <= 127 else MAGIC_V2
+        return None
+
+    def _queue_for(self, key: tuple[str, int]) -> ConsumeQueue | PutTicket:
+        """The consume queue of a put, created now, or a failed ticket for a refused name."""
+        try:
+            return self._queue(*key)
+        except ValueError as exc:
+            return self._failed(PutStatus.MESSAGE_ILLEGAL, str(exc))
 
     def _allocation_failed(self, exc: OSError) -> PutTicket:
         """A put found no disk blocks: a full disk refuses puts until ``check_disk`` finds room
@@ -566,11 +575,7 @@ class MessageStore:
         """``_dispatch`` of one message whose consume queue the caller already holds."""
         topic = msg.topic
         props = msg.properties
-        if topic == SCHEDULE_TOPIC:
-            tags_code = self._deliver_time(msg)
-        else:
-            tags = props.get("TAGS")
-            tags_code = (self._tag_codes.get(tags) or self._tag_code(tags)) if tags else 0
+        tags_code = self._tags_code(msg)
         phys = msg.physical_offset
         self._dirty_cq.add(cq.put(msg.queue_offset, phys, msg.store_size, tags_code))
         keys = props.get("KEYS")
@@ -865,11 +870,9 @@ class MessageStore:
 
     def _store_time(self, phys: int) -> int | None:
         segment = self.commitlog.files.segment_for(phys)
-        if segment is None or phys + 72 > self.commitlog.write_pos:
+        if segment is None or phys + STORE_TIMESTAMP_END_V6 > self.commitlog.write_pos:
             return None
-        at = phys - segment.base
-        (sys_flag,) = _SYSFLAG.unpack_from(segment.mm, at + 36)
-        return _TS.unpack_from(segment.mm, at + 48 + (20 if sys_flag & 0x10 else 8))[0]
+        return record_store_timestamp(segment.mm, phys - segment.base)
 
     def earliest_message_time(self, topic: str, queue_id: int) -> int | None:
         cq = self._queues.get((topic, queue_id))
