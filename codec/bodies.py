@@ -439,7 +439,7 @@ class ConsumeStats(Body):
 
 
 @dataclasses.dataclass
-class Connection(Body):
+class ClientConnection(Body):
     client_id: str | None = jfield("clientId", STR)
     client_addr: str | None = jfield("clientAddr", STR)
     language: str | None = jfield("language", STR)
@@ -448,7 +448,7 @@ class Connection(Body):
 
 @dataclasses.dataclass
 class ConsumerConnection(Body):
-    connection_set: list[Connection] = jfield("connectionSet", SetOf(Nested(Connection)), factory=list)
+    connection_set: list[ClientConnection] = jfield("connectionSet", SetOf(Nested(ClientConnection)), factory=list)
     subscription_table: dict[str, SubscriptionData] = jfield(
         "subscriptionTable", MapOf(STR, Nested(SubscriptionData)), factory=dict
     )

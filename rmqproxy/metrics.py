@@ -36,7 +36,7 @@ from codec.bodies import ConsumerRunningInfo
 from codec.codes import code_name
 
 from .hold import WAKE_TIMEOUT
-from .holdlog import PullEvent
+from .pulllog import PullEvent
 from .topics import DLQ_PREFIX, RETRY_PREFIX, is_system_topic
 
 #: Seconds; from 0.5 ms (a local read) to 30 s (past the Java client's pull timeout).

@@ -19,7 +19,7 @@ from .config import Config
 from .delayed import DelayedDelivery
 from .dispatch import Dispatcher
 from .hold import HoldService
-from .holdlog import HoldLog
+from .pulllog import PullLog
 from .locks import LockManager
 from .metrics import LiveState, Metrics, MetricsResource
 from .processors.admin import AdminProcessor
@@ -97,10 +97,10 @@ class Server:
         self.store.add_arrival_listener(self.delayed.arrived)
         names = NameServer(config, self.topics)
         send = SendProcessor(config, self.store, self.topics, on_put=hooks.on_put)
-        self.hold_log = HoldLog(config.pull_log_dir, config.pull_log_mode)
+        self.pull_log = PullLog(config.pull_log_dir, config.pull_log_mode)
         self.pulls = PullProcessor(
             config, self.store, self.topics, self.clients, self.holds, reactor,
-            listeners=[self.hold_log, hooks.on_pull],
+            listeners=[self.pull_log, hooks.on_pull],
         )  # fmt: skip
         self.consumers = ConsumerProcessor(self.store, self.topics, self.clients, reactor)
         self.locks = LockManager(
@@ -116,7 +116,7 @@ class Server:
         admin = AdminProcessor(config, self.store, self.topics, self.clients)
         self.registry.register(
             LiveState(self.metrics, holds=self.holds, locks=self.locks, clients=self.clients, lag=self.store.consumer_lag,
-                      pull_log=self.hold_log, rejections=self.rejections)
+                      pull_log=self.pull_log, rejections=self.rejections)
         )
         self.client_stats = ClientStats(self.clients, self.metrics)
         self.dispatcher = Dispatcher(
@@ -151,7 +151,7 @@ class Server:
         expired_s = self.config.channel_expired_ms / 1000
         periodic = [(600.0, self.store.delete_expired), (DISK_CHECK_INTERVAL_S, self.store.check_disk),
                     (IDLE_FILES_INTERVAL_S, self.store.release_idle_files),
-                    (10.0, lambda: self.consumers.close_silent_clients(expired_s)), (0.5, self.hold_log.flush)]  # fmt: skip
+                    (10.0, lambda: self.consumers.close_silent_clients(expired_s)), (0.5, self.pull_log.flush)]  # fmt: skip
         if self.config.metrics_enabled:  # DISABLE measures nothing, clients' statistics included
             periodic.append((float(self.config.client_stats_interval_s), self.client_stats.poll))
         for interval, fn in periodic:
@@ -209,7 +209,7 @@ class Server:
                 loop.stop()
         for port in self.ports:
             port.stopListening()
-        for step in (self.delayed.stop, self.holds.shutdown, self.hold_log.close, self.locks.close,
+        for step in (self.delayed.stop, self.holds.shutdown, self.pull_log.close, self.locks.close,
                      self.topics.close):
             try:
                 step()

@@ -1,7 +1,7 @@
 """Synthetic pull/hold event logs for tests and benchmarks, shaped like ``rmqproxy serve`` output.
 
 What it owns: a small simulation of consumers pulling from an rmqproxy broker, written as JSONL
-lines with exactly the fields, order and types of ``rmqproxy.holdlog.PullEvent`` (docs/operations.md,
+lines with exactly the fields, order and types of ``rmqproxy.pulllog.PullEvent`` (docs/operations.md,
 "The pull event log"), into hourly files named as the server names them (``pulls-YYYYMMDD-HH.jsonl``,
 UTC hour of ``ts_ms``; ``.jsonl.gz`` with ``gzip=True``), lines in answer order.
 
@@ -321,7 +321,7 @@ def events(
 
 
 def file_name(ts_ms: int, gzip: bool = False) -> str:
-    """The server's hourly file name for an answer at ``ts_ms`` (rmqproxy.holdlog.log_file_name)."""
+    """The server's hourly file name for an answer at ``ts_ms`` (rmqproxy.pulllog.log_file_name)."""
     return time.strftime("pulls-%Y%m%d-%H.jsonl", time.gmtime(ts_ms / 1000)) + (".gz" if gzip else "")
 
 

@@ -1,6 +1,6 @@
 """Explicit Spark schemas: the pull/hold event as logged, and what the jobs write.
 
-``PULL_EVENT`` is ``rmqproxy.holdlog.PullEvent`` field for field (docs/operations.md, "The pull event log"):
+``PULL_EVENT`` is ``rmqproxy.pulllog.PullEvent`` field for field (docs/operations.md, "The pull event log"):
 same names, same order, epoch-ms and counters as longs, durations as doubles. Nothing is ever
 inferred; ``tests/spark/test_schema.py`` checks this table against the dataclass.
 """

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rmqproxy.config import SETTINGS
-from rmqproxy.holdlog import PullEvent
+from rmqproxy.pulllog import PullEvent
 
 ROOT = Path(__file__).resolve().parents[1]
 # Built, so that this file does not match itself.

@@ -10,7 +10,7 @@ from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from codec.bodies import (
-    Connection,
+    ClientConnection,
     ConsumerConnection,
     ConsumeStats,
     GroupList,
@@ -204,7 +204,7 @@ class AdminProcessor:
                 ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{header.consumer_group}] not online"
             )
         body = ConsumerConnection(
-            [Connection(i.client_id, i.remote, i.language, i.version) for i in group.members.values()],
+            [ClientConnection(i.client_id, i.remote, i.language, i.version) for i in group.members.values()],
             dict(group.subscriptions), group.consume_type, group.message_model, group.consume_from_where,
         )  # fmt: skip
         return request.response(ResponseCode.SUCCESS, body=body.to_json())

@@ -29,7 +29,7 @@ from ..clients import ClientRegistry
 from ..config import Config
 from ..dispatch import Route
 from ..hold import WAKE_DISCONNECT, WAKE_NONE, HeldPull, HoldService, always
-from ..holdlog import PullEvent
+from ..pulllog import PullEvent
 from ..store import GetResult, GetStatus, MessageStore, TagFilter
 from ..topics import TopicTable, check_group_name
 

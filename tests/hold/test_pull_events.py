@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 
 from codec.codes import ResponseCode as R
-from rmqproxy.holdlog import HoldLog, PullEvent, log_file_name
+from rmqproxy.pulllog import PullLog, PullEvent, log_file_name
 
 from ..server.harness import Client, make_server
 from ..server.test_broker import pull, send
 
 
 def events(server) -> list[dict]:
-    server.hold_log.close()
+    server.pull_log.close()
     lines = []
     for path in sorted(server.config.pull_log_dir.glob("pulls-*.jsonl")):
         lines += [json.loads(line) for line in path.read_text().splitlines()]
@@ -98,7 +98,7 @@ def test_past_max_held_pulls_are_answered_at_once(tmp_path) -> None:
 
 def test_log_files_rotate_by_utc_hour(tmp_path) -> None:
     assert log_file_name(1_700_000_000_000) == "pulls-20231114-22.jsonl"
-    log = HoldLog(tmp_path)
+    log = PullLog(tmp_path)
     fields = dict(arrived_ms=0, group="g", topic="T", queue_id=0, client_id="c", remote="r", offset=0, max_msgs=32,
                   suspend_ms=0, held=False, hold_ms=0.0, service_ms=0.1, total_ms=0.1, wake="none", mode="long",
                   code="SUCCESS", msgs=1, bytes=10, next_offset=1, max_offset=1)  # fmt: skip
@@ -115,7 +115,7 @@ def _event(ts_ms: int) -> PullEvent:
 
 
 def test_a_failed_write_drops_its_events_counts_them_and_the_writer_goes_on(tmp_path) -> None:
-    log = HoldLog(tmp_path / "logs")
+    log = PullLog(tmp_path / "logs")
     first, second = 1_700_000_000_000, 1_700_000_000_000 + 3_600_000  # two UTC hours: two files
     (tmp_path / "logs" / log_file_name(first)).mkdir()  # writing this "file" fails (a directory)
     for ts in (first, first, second):
@@ -126,8 +126,8 @@ def test_a_failed_write_drops_its_events_counts_them_and_the_writer_goes_on(tmp_
 
 
 def test_events_past_the_writers_queue_bound_are_dropped_and_counted(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr("rmqproxy.holdlog.MAX_QUEUED_BYTES", 10)  # any chunk is more than the writer may owe
-    log = HoldLog(tmp_path / "logs")
+    monkeypatch.setattr("rmqproxy.pulllog.MAX_QUEUED_BYTES", 10)  # any chunk is more than the writer may owe
+    log = PullLog(tmp_path / "logs")
     log(_event(1_700_000_000_000))
     log.flush()
     log.close()
@@ -136,6 +136,6 @@ def test_events_past_the_writers_queue_bound_are_dropped_and_counted(tmp_path, m
 
 def test_dropped_pull_events_are_exported(tmp_path) -> None:
     server, _reactor = make_server(tmp_path)
-    server.hold_log.dropped = 3
+    server.pull_log.dropped = 3
     assert server.registry.get_sample_value("rmqproxy_pull_log_dropped_total") == 3
     server.stop()

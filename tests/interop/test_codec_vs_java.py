@@ -16,8 +16,8 @@ import pytest
 
 from codec.bodies import (
     BrokerData,
+    ClientConnection,
     ClusterInfo,
-    Connection,
     ConsumerConnection,
     ConsumerData,
     ConsumerRunningInfo,
@@ -466,7 +466,7 @@ def body_cases(line: str) -> dict[str, object]:
             1.5,
         ),
         "ConsumerConnection": ConsumerConnection(
-            [Connection("cid", "127.0.0.1:5555", "JAVA", 409)], {"T": _sub("T", "*")},
+            [ClientConnection("cid", "127.0.0.1:5555", "JAVA", 409)], {"T": _sub("T", "*")},
             "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET",
         ),
         "ConsumerRunningInfo": ConsumerRunningInfo(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from rmqproxy.holdlog import PullEvent
+from rmqproxy.pulllog import PullEvent
 
 #: 2024-05-13 20:00:00 UTC
 T0 = 1_715_630_400_000
@@ -25,7 +25,7 @@ def event(**fields) -> dict:
 
 
 def line(e: dict) -> str:
-    """The JSONL line the server's HoldLog writes for ``e``."""
+    """The JSONL line the server's PullLog writes for ``e``."""
     return PullEvent(**e).to_json()
 
 

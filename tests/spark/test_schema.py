@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from rmqproxy.holdlog import PullEvent
+from rmqproxy.pulllog import PullEvent
 
 T = pytest.importorskip("pyspark.sql.types")
 

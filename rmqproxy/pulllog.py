@@ -1,7 +1,7 @@
 """The pull/hold event: one record per pull answered, and the JSONL log that keeps them.
 
 ``PullEvent`` is the schema of docs/operations.md ("The pull event log"): the spark jobs and the metrics read
-the same fields. ``HoldLog`` appends events to ``<dir>/pulls-YYYYMMDD-HH.jsonl`` (UTC hour of the
+the same fields. ``PullLog`` appends events to ``<dir>/pulls-YYYYMMDD-HH.jsonl`` (UTC hour of the
 answer). The reactor thread only serialises an event and appends it to a buffer; a writer thread
 does the file I/O, so a slow disk never stalls a pull. ``pullLogMode``: ``all`` logs every pull,
 ``held`` only held ones, ``off`` nothing. Lines are written whole; a crash loses at most the
@@ -69,7 +69,7 @@ def log_file_name(ts_ms: int) -> str:
     return time.strftime("pulls-%Y%m%d-%H.jsonl", time.gmtime(ts_ms / 1000))
 
 
-class HoldLog:
+class PullLog:
     def __init__(self, directory: Path, mode: str = "all") -> None:
         if mode not in ("all", "held", "off"):
             raise ValueError(f"pull log mode must be all, held or off, not {mode!r}")
@@ -88,7 +88,7 @@ class HoldLog:
         self.dropped = 0  # events lost to a full queue or a failed write
         if mode != "off":
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._writer = threading.Thread(target=self._write_loop, name="rmqproxy-holdlog", daemon=True)
+            self._writer = threading.Thread(target=self._write_loop, name="rmqproxy-pull-log", daemon=True)
             self._writer.start()
 
     def __call__(self, event: PullEvent) -> None:
