@@ -64,10 +64,15 @@ class RemotingPeer:
         command = RemotingCommand.decode(frame)
         if not command.is_response:
             return Incoming(REQUEST, command)
-        outstanding = self._outstanding.pop(command.opaque, None)
+        return self.match(command)
+
+    def match(self, answer: RemotingCommand) -> Incoming:
+        """``answer`` (a decoded response) matched to the request of ours it answers, if any. For
+        a caller that decodes frames itself and handles requests on its own fast path."""
+        outstanding = self._outstanding.pop(answer.opaque, None)
         if outstanding is None:
-            return Incoming(STRAY, command)
-        return Incoming(ANSWER, command, outstanding)
+            return Incoming(STRAY, answer)
+        return Incoming(ANSWER, answer, outstanding)
 
     def receive(self, data: bytes) -> list[Incoming]:
         """``feed`` and ``read`` for every frame ``data`` completes."""

@@ -38,7 +38,7 @@ from codec.codes import FLAG_ONEWAY, code_name
 from codec.command import RemotingCommand
 from codec.errors import CodecError, MessageError
 from codec.message import HostPort
-from codec.peer import ANSWER, REQUEST, Incoming, RemotingPeer
+from codec.peer import ANSWER, Incoming, RemotingPeer
 
 from .rejects import BAD_FRAME, REPLY_BUFFER_FULL, TOO_MANY_IN_FLIGHT
 from .sockwrite import writer
@@ -180,14 +180,14 @@ class Connection(Protocol):
                     return
                 i += 1
                 try:
-                    incoming = self.peer.read(payload)
+                    command = RemotingCommand.decode(payload)
                 except CodecError as exc:
                     self._protocol_error(exc)
                     return
-                if incoming.kind is REQUEST:
-                    self._request(incoming.command)
-                else:
-                    self._answered(incoming)
+                if command.is_response:
+                    self._answered(self.peer.match(command))
+                else:  # the hot path: a request, no matching to do
+                    self._request(command)
         finally:
             self._replies = None
             if replies and self.connected:

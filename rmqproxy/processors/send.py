@@ -46,13 +46,15 @@ def retries_used_up(reconsume_times: int, max_reconsume_times: int | None) -> bo
     return reconsume_times >= limit
 
 
-def when_stored(ticket: PutTicket, answer: Callable[[PutResult], RemotingCommand]) -> RemotingCommand | defer.Deferred:
-    """``answer(result)`` now if the put is complete (ASYNC_FLUSH), else a Deferred of it that
-    fires when its flush does (SYNC_FLUSH)."""
+def when_stored(
+    ticket: PutTicket, answer: Callable[[RemotingCommand, PutResult], RemotingCommand], request: RemotingCommand
+) -> RemotingCommand | defer.Deferred:
+    """``answer(request, result)`` now if the put is complete (ASYNC_FLUSH), else a Deferred of
+    it that fires when its flush does (SYNC_FLUSH)."""
     if ticket.done:
-        return answer(ticket.result)
+        return answer(request, ticket.result)
     d: defer.Deferred = defer.Deferred()
-    ticket.add_done_callback(lambda result: d.callback(answer(result)))
+    ticket.add_done_callback(lambda result: d.callback(answer(request, result)))
     return d
 
 
@@ -152,7 +154,7 @@ class SendProcessor:
             if len(request.body) > self.config.max_message_size:
                 return self._too_large(request)
             ticket = self.store.put(message(request.body, properties, header.flag))
-        return when_stored(ticket, lambda result: self._answer(request, result))
+        return when_stored(ticket, self._answer, request)
 
     def _answer(self, request: RemotingCommand, result: PutResult) -> RemotingCommand:
         if result.ok and self.on_put is not None:

@@ -64,4 +64,4 @@ class SendBackProcessor:
             born_timestamp=original.born_timestamp, born_host=original.born_host,
             reconsume_times=original.reconsume_times + 1,
         )  # fmt: skip
-        return when_stored(self.store.put(msg), lambda result: _answer(request, result))
+        return when_stored(self.store.put(msg), _answer, request)

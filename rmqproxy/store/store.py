@@ -379,9 +379,8 @@ class MessageStore:
     def put(self, msg: Message) -> PutTicket:
         """Store one message (fills in its store fields and offsets). The hot path: kept flat,
         sharing its checks with ``put_batch`` through ``_refused``, ``_stamp`` and ``_queue_for``."""
-        refused = self._refused()
-        if refused is not None:
-            return refused
+        if self._not_writable is not None or not self._started:
+            return self._refused()
         refused = self._stamp(msg, int(self.clock() * 1000), self.config.store_host)
         if refused is not None:
             return refused
@@ -419,9 +418,8 @@ class MessageStore:
 
     def put_batch(self, msgs: list[Message] | tuple[Message, ...]) -> PutTicket:
         """Store messages of one topic and queue at consecutive queue offsets (one ticket)."""
-        refused = self._refused()
-        if refused is not None:
-            return refused
+        if self._not_writable is not None or not self._started:
+            return self._refused()
         now = int(self.clock() * 1000)
         host = self.config.store_host
         for msg in msgs:
@@ -465,11 +463,10 @@ class MessageStore:
             ticket.done = True
         return ticket
 
-    def _refused(self) -> PutTicket | None:
-        """A failed ticket while the store takes no puts (full disk, write error, not started)."""
-        if self._not_writable is not None or not self._started:
-            return self._failed(PutStatus.SERVICE_NOT_AVAILABLE, self._not_writable or "the store is not running")
-        return None
+    def _refused(self) -> PutTicket:
+        """The failed ticket of a put while the store takes none (full disk, write error, not
+        started): callers test ``_not_writable`` and ``_started`` first, on the hot path."""
+        return self._failed(PutStatus.SERVICE_NOT_AVAILABLE, self._not_writable or "the store is not running")
 
     def _stamp(self, msg: Message, now_ms: int, host: HostPort) -> PutTicket | None:
         """Check ``msg``'s size and give it its store fields (parking it if delayed); a failed
