@@ -1,27 +1,37 @@
 """End to end with the real Java client; prints a JSON report (numbers and machine), asserts nothing.
 
-1. sync sends of 1 KiB messages from 16 threads (msgs/s, latency p50/p99);
-2. a push consumer draining the backlog (default 1,000,000 messages) from the first offset;
-with the server's CPU seconds and peak RSS for each phase. Reference on this machine, Apache
-RocketMQ 4.9.7 (issue 6): sync send 22,300 msgs/s (p99 4.5 ms), drain 145,000 msgs/s. Targets:
-send >= 20,000 msgs/s, drain >= 100,000 msgs/s. With metrics on, ``/metrics`` is scraped every
-second, as Prometheus would; ``--no-metrics`` runs the server with ``metricsExporterType=DISABLE``
-(no measuring, no exporter), to measure the overhead (issue 9: ratio >= 0.95).
-``--reference`` also runs both workloads against a real Apache RocketMQ 4.9.7 (name server and
-broker from Maven Central) right after, so the report holds a reference taken on the same machine
-on the same day. Run: ``python bench/e2e.py [--messages N] [--threads T] [--line 4.9|5]
-[--no-metrics] [--reference]``.
+Each run starts a fresh server on a fresh store and measures, with the real Java 4.9.x client:
+1. warm-up: the send workload below, to another topic, for ``--warmup`` seconds (default 10), so
+   the server (a JVM's JIT, Python's caches) and the client reach their steady state first;
+2. sync sends of 1 KiB messages from 16 threads until ``--messages`` (default 500,000) are stored:
+   msgs/s and latency p50/p99 while the backlog builds;
+3. a push consumer draining that backlog from the first offset: msgs/s from the first message it
+   receives (``msgs_per_s``), and from its start, rebalance included (``msgs_per_s_from_start``);
+with the server's CPU seconds and RSS for each phase. With metrics on (the default),
+``/metrics`` is scraped every second, as Prometheus would; ``--no-metrics`` runs the server with
+``metricsExporterType=DISABLE``.
+
+``--reference`` compares with Apache RocketMQ 4.9.7 (name server and broker from Maven Central)
+fairly: the same warm-up, the JVM flags of the reference's own start scripts (8 GiB broker heap,
+G1, full JIT), 1 GiB commit-log files on both, and ``--pairs`` (default 2) interleaved pairs,
+alternating which goes first; the report holds each pair and the median ratios. ``--readme``
+rewrites README.md's performance table from the report. Run: ``python bench/e2e.py [--messages N]
+[--threads T] [--warmup S] [--line 4.9|5] [--no-metrics] [--reference [--pairs N] [--readme]]
+| --readme-from REPORT.json]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -72,65 +82,159 @@ class Scraper:
             self.thread.join()
 
 
-def run_java(classpath: str, *args: str) -> dict:
-    out = subprocess.run(["java", "-Xms1g", "-Xmx2g", "-cp", classpath, str(PROGRAM), *args],
-                         capture_output=True, text=True, timeout=1800)  # fmt: skip
-    lines = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
-    if not lines:
-        raise RuntimeError(f"E2eBench {args[0]} failed:\n{out.stderr[-3000:]}")
-    return json.loads(lines[0][len("RESULT "):])
+def run_java(classpath: str, *args: str, on_warm: Callable[[], None] | None = None) -> dict:
+    """Run one E2eBench phase; ``on_warm`` is called when its warm-up ends (the "WARMED" line)."""
+    with tempfile.TemporaryFile("w+") as errors:  # a file, not a pipe: nothing can block on it
+        proc = subprocess.Popen(["java", "-Xms1g", "-Xmx2g", "-cp", classpath, str(PROGRAM), *args],
+                                stdout=subprocess.PIPE, stderr=errors, text=True)  # fmt: skip
+        result = None
+        for line in proc.stdout:
+            if line.strip() == "WARMED" and on_warm is not None:
+                on_warm()
+            elif line.startswith("RESULT "):
+                result = json.loads(line[len("RESULT "):])
+        proc.wait(timeout=1800)
+        if result is None:
+            errors.seek(0)
+            raise RuntimeError(f"E2eBench {args[0]} failed:\n{errors.read()[-3000:]}")
+    return result
 
 
-def measure(classpath: str, namesrv: str, pid: int, messages: int, threads: int) -> dict:
-    """Sync send, then drain, against the server at ``namesrv`` whose serving process is ``pid``."""
+def measure(classpath: str, namesrv: str, pid: int, messages: int, threads: int, warmup_s: int) -> dict:
+    """Sync send after a warm-up in the same client JVM, then drain, against the server at
+    ``namesrv`` whose serving process is ``pid``; server CPU is counted from the warm-up's end."""
     phases: dict = {}
-    user, kernel, _ = proc_stats(pid)
-    for phase, args in (("send", (str(messages), str(threads))), ("drain", (str(messages), "1"))):
-        started = time.perf_counter()
-        phases[phase] = result = run_java(classpath, phase, namesrv, "E2eTopic", *args)
+    start = {"cpu": proc_stats(pid)[:2], "time": time.perf_counter()}
+
+    def warmed() -> None:
+        start["cpu"], start["time"] = proc_stats(pid)[:2], time.perf_counter()
+
+    for phase, args in (("send", (str(messages), str(threads), str(warmup_s))), ("drain", (str(messages), "1"))):
+        phases[phase] = result = run_java(classpath, phase, namesrv, "E2eTopic", *args, on_warm=warmed)
+        (user, kernel), started = start["cpu"], start["time"]
         user_after, kernel_after, rss = proc_stats(pid)
         cpu = user_after - user + kernel_after - kernel
         result["server_cpu_s"] = round(cpu, 2)
         result["server_kernel_cpu_s"] = round(kernel_after - kernel, 2)
         result["server_cpu_share"] = round(cpu / (time.perf_counter() - started), 2)
         result["server_peak_rss_mib"] = round(rss / 2**20, 1)
-        user, kernel = user_after, kernel_after
+        result["server_rss_mib"] = round(current_rss(pid) / 2**20, 1)
+        start["cpu"], start["time"] = (user_after, kernel_after), time.perf_counter()
     return phases
 
 
-def measure_reference(classpath: str, messages: int, threads: int) -> dict:
-    """The same workloads against Apache RocketMQ (tests/interop/apache_broker.py), now, on this
-    machine: the issue's reference figures were taken on another day, and this VM varies."""
-    from tests.interop.apache_broker import REFERENCE_VERSION, ApacheBroker
+def current_rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
-    with ApacheBroker(message_delay_level=None) as broker:
-        phases = measure(classpath, broker.namesrv, broker.broker_pid, messages, threads)
-    return {"version": REFERENCE_VERSION, **phases}
+
+def run_rmqproxy(classpath: str, args: argparse.Namespace) -> dict:
+    metrics_port = free_port()
+    conf = {"metricsPromExporterPort": str(metrics_port), "metricsExporterType": "DISABLE" if args.no_metrics else "PROM",
+            "mappedFileSizeCommitLog": str(1 << 30)}  # fmt: skip
+    with RunningServer(broker_conf=conf, message_delay_level=None) as server, Scraper(metrics_port, args.no_metrics):
+        return measure(classpath, server.namesrv, server.pid, args.messages, args.threads, args.warmup)
+
+
+def run_apache(classpath: str, args: argparse.Namespace) -> dict:
+    """Apache RocketMQ as its own start scripts run it (``tests/interop/apache_broker.py``)."""
+    from tests.interop.apache_broker import REFERENCE_VERSION, SCRIPT_JVM, ApacheBroker
+
+    conf = {"mappedFileSizeCommitLog": str(1 << 30)}
+    with ApacheBroker(message_delay_level=None, broker_conf=conf, jvm=SCRIPT_JVM) as broker:
+        phases = measure(classpath, broker.namesrv, broker.broker_pid, args.messages, args.threads, args.warmup)
+    return {"version": REFERENCE_VERSION, "jvm": "reference start scripts (8 GiB G1 broker)", **phases}
+
+
+def compare(classpath: str, args: argparse.Namespace) -> dict:
+    """``args.pairs`` interleaved pairs, alternating which server goes first."""
+    pairs = []
+    for i in range(args.pairs):
+        order = ("apache", "rmqproxy") if i % 2 == 0 else ("rmqproxy", "apache")
+        pair: dict = {"order": list(order)}
+        for name in order:
+            pair[name] = run_apache(classpath, args) if name == "apache" else run_rmqproxy(classpath, args)
+        for phase in ("send", "drain"):
+            pair[f"{phase}_ratio"] = round(pair["rmqproxy"][phase]["msgs_per_s"] / pair["apache"][phase]["msgs_per_s"], 3)
+        pair["rss_after_drain_ratio"] = round(
+            pair["rmqproxy"]["drain"]["server_rss_mib"] / pair["apache"]["drain"]["server_rss_mib"], 3
+        )
+        pairs.append(pair)
+    medians = {f"{phase}_ratio": round(statistics.median(p[f"{phase}_ratio"] for p in pairs), 3)
+               for phase in ("send", "drain")}  # fmt: skip
+    return {"pairs": pairs, "median": medians}
+
+
+README_BEGIN = "<!-- e2e table: written by bench/e2e.py --readme -->"
+README_END = "<!-- end of e2e table -->"
+
+
+def readme_table(report: dict) -> str:
+    """The README's performance table, from a ``--reference`` report."""
+    rows = []
+    for phase, label in (("send", f"sync send, 16 threads, 1 KiB, building a {report['messages']:,} backlog"),
+                         ("drain", "push consumer draining that backlog, from its first message")):  # fmt: skip
+        ours = [p["rmqproxy"][phase]["msgs_per_s"] for p in report["pairs"]]
+        theirs = [p["apache"][phase]["msgs_per_s"] for p in report["pairs"]]
+        rows.append(f"| {label} | {' / '.join(f'{x:,}' for x in ours)} | {' / '.join(f'{x:,}' for x in theirs)} "
+                    f"| {report['median'][f'{phase}_ratio']:.2f}x |")  # fmt: skip
+    cpu = {name: statistics.median(p[name]["send"]["server_cpu_s"] / report["messages"] * 1e6 for p in report["pairs"])
+           for name in ("rmqproxy", "apache")}  # fmt: skip
+    rows.append(f"| server CPU per sent message (all threads) | {cpu['rmqproxy']:.0f} µs | {cpu['apache']:.0f} µs | |")
+    behind = [f"{phase} ({report['median'][f'{phase}_ratio']:.2f}x)" for phase in ("send", "drain")
+              if report["median"][f"{phase}_ratio"] < 1.0]  # fmt: skip
+    m = report["machine"]
+    return "\n".join([
+        README_BEGIN,
+        f"Measured {report['date']} on {m['cores']} cores ({m['cpu'] or 'unknown CPU'}), {m['memory_gib']} GiB, "
+        f"Python {m['python']}; {len(report['pairs'])} interleaved pairs after a {report['warmup_s']} s warm-up each; "
+        "msgs/s per pair, and the median of the per-pair ratios:",
+        "",
+        "| workload | rmqproxy | Apache RocketMQ 4.9.7 | rmqproxy / Apache |",
+        "|---|---|---|---|",
+        *rows,
+        "",
+        f"Still behind Apache: {', '.join(behind)}." if behind else "At or ahead of Apache on every workload.",
+        README_END,
+    ])
+
+
+def write_readme(report: dict, readme: Path = Path(__file__).resolve().parents[1] / "README.md") -> None:
+    text = readme.read_text()
+    start, end = text.index(README_BEGIN), text.index(README_END) + len(README_END)
+    readme.write_text(text[:start] + readme_table(report) + text[end:])
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--messages", type=int, default=500_000)
     parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--warmup", type=int, default=10, help="seconds of full-load sends before measuring")
     parser.add_argument("--line", default="4.9")
     parser.add_argument("--no-metrics", action="store_true")
-    parser.add_argument("--reference", action="store_true", help="also run both workloads on Apache RocketMQ 4.9.7")
+    parser.add_argument("--reference", action="store_true", help="compare with Apache RocketMQ 4.9.7, in pairs")
+    parser.add_argument("--pairs", type=int, default=2)
+    parser.add_argument("--readme", action="store_true", help="rewrite README.md's performance table (--reference)")
+    parser.add_argument("--readme-from", type=Path, help="rewrite README.md's table from a saved --reference report")
     args = parser.parse_args(argv)
+    if args.readme_from is not None:
+        write_readme(json.loads(args.readme_from.read_text()))
+        return
     classpath = build_classpath(args.line)
-    metrics_port = free_port()
-    conf = {"metricsPromExporterPort": str(metrics_port), "metricsExporterType": "DISABLE" if args.no_metrics else "PROM",
-            "mappedFileSizeCommitLog": str(1 << 30)}  # fmt: skip
     report: dict = {
-        "benchmark": "e2e", "machine": machine(), "client_line": args.line, "metrics_exporter": not args.no_metrics,
-        "messages": args.messages, "threads": args.threads,
+        "benchmark": "e2e", "date": time.strftime("%Y-%m-%d"), "machine": machine(), "client_line": args.line,
+        "metrics_exporter": not args.no_metrics, "messages": args.messages, "threads": args.threads,
+        "warmup_s": args.warmup,
     }  # fmt: skip
-    with RunningServer(broker_conf=conf, message_delay_level=None) as server, Scraper(metrics_port, args.no_metrics):
-        report.update(measure(classpath, server.namesrv, server.pid, args.messages, args.threads))
-    report["reference_apache_4_9_7"] = {"send_msgs_per_s": 22300, "send_p99_ms": 4.5, "drain_msgs_per_s": 145000}
     if args.reference:
-        report["reference_measured_now"] = measure_reference(classpath, args.messages, args.threads)
-    report["targets"] = {"send_msgs_per_s": 20000, "drain_msgs_per_s": 100000}
-    print(json.dumps(report, indent=2))
+        report.update(compare(classpath, args))
+    else:
+        report.update(run_rmqproxy(classpath, args))
+    print(json.dumps(report, indent=2), flush=True)
+    if args.reference and args.readme:
+        write_readme(report)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,12 @@ prints a JSON report (numbers and machine), asserts nothing.
     millisecond; answer time minus (request time + 1 s), p50/p99/max, client and server side
     (deadlines bunched closer than one answer's cost, ~0.1 ms, queue up behind each other);
 (c) 10,000 pulls held at once over 100 connections: server RSS and CPU while idle-holding, then
-    the time to wake them all by sending one message to each queue.
+    the time to wake them all by sending one message to each queue;
+(d) with ``--under-load``: (b) again while the real Java client sends 1 KiB messages from 16
+    threads as fast as the server takes them (``bench/java/E2eBench.java``), with the send rate.
 Targets (issue 7): wake p99 <= 1 ms, overshoot p99 <= 10 ms, 10,000 held with RSS <= 300 MB
-and idle CPU <= 5% of a core. Run: ``python bench/hold.py [--wakes N] [--held N]``.
+and idle CPU <= 5% of a core; (issue 26) overshoot p99 <= 5 ms under load. Run:
+``python bench/hold.py [--wakes N] [--held N] [--under-load]``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -35,7 +39,10 @@ from codec.headers import (  # noqa: E402
     PullMessageRequestHeader,
     SendMessageRequestHeader,
 )
+from tests.interop.oracle import build_classpath  # noqa: E402
 from tests.interop.server import RunningServer  # noqa: E402
+
+E2E_PROGRAM = Path(__file__).resolve().parent / "java" / "E2eBench.java"
 
 SUSPEND_SUBSCRIPTION = 0x2 | 0x4  # may be held; the subscription travels with the request
 
@@ -123,15 +130,15 @@ async def wake_latency(address: str, wakes: int) -> dict:
             "latency_ms_max": round(max(latencies), 3)}  # fmt: skip
 
 
-async def overshoot(address: str, pulls: int, log_dir: Path) -> dict:
+async def overshoot(address: str, pulls: int, log_dir: Path, topic: str = "HoldIdle") -> dict:
     """Client side: answer time minus (request written + 1 s), which includes the server's queue
     of pulls still to read when they all arrive at once; server side: the event log's hold time
     minus the requested suspend time (the hold service's own precision)."""
     clients = [await Client.connect(address) for _ in range(10)]
-    await create_topic(clients[0], "HoldIdle", 8)
+    await create_topic(clients[0], topic, 8)
     futures, written = [], []
     for i in range(pulls):
-        futures.append(clients[i % 10].pull("HoldIdle", i % 8, 0, 1000, group=f"g{i}"))
+        futures.append(clients[i % 10].pull(topic, i % 8, 0, 1000, group=f"g{i}"))
         written.append(time.perf_counter())
         if i % 10 == 9:
             await asyncio.sleep(0.01)  # ~1 pull/ms, as pulls of many consumers arrive, not one burst
@@ -142,7 +149,7 @@ async def overshoot(address: str, pulls: int, log_dir: Path) -> dict:
         await client.close()
     await asyncio.sleep(1.0)  # the event log is flushed every 0.5 s
     events = [json.loads(line) for path in sorted(log_dir.glob("pulls-*.jsonl")) for line in path.read_text().splitlines()]
-    server_late = [e["hold_ms"] - e["suspend_ms"] for e in events if e["topic"] == "HoldIdle" and e["wake"] == "timeout"]
+    server_late = [e["hold_ms"] - e["suspend_ms"] for e in events if e["topic"] == topic and e["wake"] == "timeout"]
     return {
         "pulls": pulls, "timeout_s": 1.0, "arrival_spread_s": round(written[-1] - written[0], 2),
         "client_overshoot_ms_p50": pct(late, 0.5), "client_overshoot_ms_p99": pct(late, 0.99),
@@ -150,6 +157,21 @@ async def overshoot(address: str, pulls: int, log_dir: Path) -> dict:
         "server_overshoot_ms_p50": pct(server_late, 0.5), "server_overshoot_ms_p99": pct(server_late, 0.99),
         "server_overshoot_ms_max": round(max(server_late), 3),
     }  # fmt: skip
+
+
+async def overshoot_under_load(address: str, pulls: int, log_dir: Path, threads: int = 16) -> dict:
+    """(b) while a 16-thread Java sender saturates the server."""
+    load_s = 20
+    sender = subprocess.Popen(
+        ["java", "-cp", build_classpath("4.9"), str(E2E_PROGRAM), "send", address, "HoldLoad", "1", str(threads),
+         str(load_s)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    await asyncio.sleep(5)  # the client starts and reaches full load
+    result = await overshoot(address, pulls, log_dir, topic="HoldLoaded")
+    out, _ = await asyncio.to_thread(sender.communicate)
+    lines = [x for x in out.splitlines() if x.startswith("RESULT ")]
+    warm = json.loads(lines[0][len("RESULT "):])["warmup_msgs"] if lines else 0
+    return {**result, "sender_threads": threads, "sender_msgs_per_s": round(warm / load_s)}
 
 
 async def many_held(address: str, pid: int, held: int, connections: int, queues: int) -> dict:
@@ -184,7 +206,9 @@ async def run(args: argparse.Namespace) -> dict:
             "wake_latency": await wake_latency(server.namesrv, args.wakes),
             "timeout_overshoot": await overshoot(server.namesrv, args.timeouts, server.store_dir / "logs"),
             "many_held": await many_held(server.namesrv, pid, args.held, args.connections, args.queues),
-        }
+            **({"timeout_overshoot_under_load": await overshoot_under_load(
+                server.namesrv, args.timeouts, server.store_dir / "logs")} if args.under_load else {}),
+        }  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -194,6 +218,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--held", type=int, default=10_000)
     parser.add_argument("--connections", type=int, default=100)
     parser.add_argument("--queues", type=int, default=1000)
+    parser.add_argument("--under-load", action="store_true", help="also measure overshoot while a Java sender saturates")
     args = parser.parse_args(argv)
     results = asyncio.run(run(args))
     report = {

@@ -36,9 +36,26 @@ _LOGBACK = """<?xml version="1.0" encoding="UTF-8"?>
 </configuration>
 """
 
+#: Small and quick to start, for tests: a small heap, the serial collector, and C1 only.
+TEST_JVM = {
+    role: ["-Xms256m", "-Xmx768m", "-XX:MaxDirectMemorySize=512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+           "-Xshare:auto"]
+    for role in ("namesrv", "broker")
+}  # fmt: skip
+#: What the reference's own start scripts give each JVM (4.9.x ``runserver.sh`` and
+#: ``runbroker.sh`` on Java 9+), for benchmarks that compare against it fairly.
+SCRIPT_JVM = {
+    "namesrv": ["-server", "-Xms4g", "-Xmx4g", "-XX:MetaspaceSize=128m", "-XX:MaxMetaspaceSize=320m",
+                "-XX:+UseG1GC", "-XX:G1HeapRegionSize=16m", "-XX:G1ReservePercent=25",
+                "-XX:InitiatingHeapOccupancyPercent=30", "-XX:SoftRefLRUPolicyMSPerMB=0",
+                "-XX:-OmitStackTraceInFastThrow", "-XX:-UseLargePages"],
+    "broker": ["-server", "-Xms8g", "-Xmx8g", "-XX:+UseG1GC", "-XX:G1HeapRegionSize=16m", "-XX:G1ReservePercent=25",
+               "-XX:InitiatingHeapOccupancyPercent=30", "-XX:SoftRefLRUPolicyMSPerMB=0",
+               "-XX:-OmitStackTraceInFastThrow", "-XX:+AlwaysPreTouch", "-XX:MaxDirectMemorySize=15g",
+               "-XX:-UseLargePages"],
+}  # fmt: skip
+
 _JVM_FLAGS = [
-    "-Xms256m", "-Xmx768m", "-XX:MaxDirectMemorySize=512m",
-    "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
     # 4.9.x unmaps files reflectively (DirectBuffer.cleaner().clean()); without these a restart on
     # an existing store fails in IndexService.load with InaccessibleObjectException on Java 17
     "--add-opens=java.base/java.nio=ALL-UNNAMED",
@@ -64,8 +81,10 @@ class ApacheBroker(ScratchServer):
         message_delay_level: str | None = SHORT_DELAY_LEVELS,
         broker_conf: dict[str, str] | None = None,
         workdir: Path | None = None,
+        jvm: dict[str, list[str]] = TEST_JVM,
     ) -> None:
         self.classpath = build_classpath(PROJECT, REFERENCE_VERSION)
+        self.jvm = jvm  # heap, collector and compiler flags per role (TEST_JVM or SCRIPT_JVM)
         super().__init__(workdir, "rmq-reference-")
         self.namesrv_port = free_port()
         self.port = free_port(also_free=(-2, 1))
@@ -124,9 +143,9 @@ class ApacheBroker(ScratchServer):
     def broker_addr(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def _spawn(self, main_class: str, conf: Path, needle: str) -> subprocess.Popen[bytes]:
+    def _spawn(self, role: str, main_class: str, conf: Path, needle: str) -> subprocess.Popen[bytes]:
         cmd = [
-            shutil.which("java") or "java", *_JVM_FLAGS,
+            shutil.which("java") or "java", *self.jvm[role], *_JVM_FLAGS,
             f"-Duser.home={self.workdir}",
             f"-Drocketmq.home.dir={self.home}",
             "-cp", self.classpath, main_class, "-c", str(conf),
@@ -146,10 +165,10 @@ class ApacheBroker(ScratchServer):
 
     def start(self) -> None:
         self._namesrv = self._spawn(
-            "org.apache.rocketmq.namesrv.NamesrvStartup", self.namesrv_conf, "The Name Server boot success"
+            "namesrv", "org.apache.rocketmq.namesrv.NamesrvStartup", self.namesrv_conf, "The Name Server boot success"
         )
         self._broker = self._spawn(
-            "org.apache.rocketmq.broker.BrokerStartup", self.broker_conf, f"{self.broker_addr}] boot success"
+            "broker", "org.apache.rocketmq.broker.BrokerStartup", self.broker_conf, f"{self.broker_addr}] boot success"
         )
 
     def _terminate(self, proc: subprocess.Popen[bytes] | None) -> None:
