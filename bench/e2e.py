@@ -15,9 +15,10 @@ with the server's CPU seconds and RSS for each phase. With metrics on (the defau
 fairly: the same warm-up, the JVM flags of the reference's own start scripts (8 GiB broker heap,
 G1, full JIT), 1 GiB commit-log files on both, and ``--pairs`` (default 2) interleaved pairs,
 alternating which goes first; the report holds each pair and the median ratios. ``--readme``
-rewrites README.md's performance table from the report. Run: ``python bench/e2e.py [--messages N]
+rewrites README.md's performance table from the report. ``--pull-log-cost`` runs rmqproxy with the
+pull event log at its default (``all``) and ``off`` in interleaved pairs, for what the log costs. Run: ``python bench/e2e.py [--messages N]
 [--threads T] [--warmup S] [--line 4.9|5] [--no-metrics] [--reference [--pairs N] [--readme]]
-| --readme-from REPORT.json]``.
+| --pull-log-cost [--pairs N] | --readme-from REPORT.json]``.
 """
 
 from __future__ import annotations
@@ -130,10 +131,10 @@ def current_rss(pid: int) -> int:
     return 0
 
 
-def run_rmqproxy(classpath: str, args: argparse.Namespace) -> dict:
+def run_rmqproxy(classpath: str, args: argparse.Namespace, pull_log: str = "all") -> dict:
     metrics_port = free_port()
     conf = {"metricsPromExporterPort": str(metrics_port), "metricsExporterType": "DISABLE" if args.no_metrics else "PROM",
-            "mappedFileSizeCommitLog": str(1 << 30)}  # fmt: skip
+            "mappedFileSizeCommitLog": str(1 << 30), "pullLogMode": pull_log}  # fmt: skip
     with RunningServer(broker_conf=conf, message_delay_level=None) as server, Scraper(metrics_port, args.no_metrics):
         return measure(classpath, server.namesrv, server.pid, args.messages, args.threads, args.warmup)
 
@@ -165,6 +166,23 @@ def compare(classpath: str, args: argparse.Namespace) -> dict:
     medians = {f"{phase}_ratio": round(statistics.median(p[f"{phase}_ratio"] for p in pairs), 3)
                for phase in ("send", "drain")}  # fmt: skip
     return {"pairs": pairs, "median": medians}
+
+
+def compare_pull_log(classpath: str, args: argparse.Namespace) -> dict:
+    """What the pull event log costs: rmqproxy with ``pullLogMode=all`` (the default) and ``off``,
+    in ``args.pairs`` interleaved pairs; ratios are on / off."""
+    pairs = []
+    for i in range(args.pairs):
+        order = ("all", "off") if i % 2 == 0 else ("off", "all")
+        pair: dict = {"order": list(order)}
+        for mode in order:
+            pair[mode] = run_rmqproxy(classpath, args, pull_log=mode)
+        for phase in ("send", "drain"):
+            pair[f"{phase}_ratio"] = round(pair["all"][phase]["msgs_per_s"] / pair["off"][phase]["msgs_per_s"], 3)
+        pairs.append(pair)
+    medians = {f"{phase}_ratio": round(statistics.median(p[f"{phase}_ratio"] for p in pairs), 3)
+               for phase in ("send", "drain")}  # fmt: skip
+    return {"pull_log_pairs": pairs, "pull_log_median": medians}
 
 
 README_BEGIN = "<!-- e2e table: written by bench/e2e.py --readme -->"
@@ -216,6 +234,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-metrics", action="store_true")
     parser.add_argument("--reference", action="store_true", help="compare with Apache RocketMQ 4.9.7, in pairs")
     parser.add_argument("--pairs", type=int, default=2)
+    parser.add_argument("--pull-log-cost", action="store_true", help="compare pullLogMode=all with off, in pairs")
     parser.add_argument("--readme", action="store_true", help="rewrite README.md's performance table (--reference)")
     parser.add_argument("--readme-from", type=Path, help="rewrite README.md's table from a saved --reference report")
     args = parser.parse_args(argv)
@@ -230,6 +249,8 @@ def main(argv: list[str] | None = None) -> None:
     }  # fmt: skip
     if args.reference:
         report.update(compare(classpath, args))
+    elif args.pull_log_cost:
+        report.update(compare_pull_log(classpath, args))
     else:
         report.update(run_rmqproxy(classpath, args))
     print(json.dumps(report, indent=2), flush=True)

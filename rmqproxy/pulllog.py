@@ -16,12 +16,12 @@ kind of write error is logged once.
 from __future__ import annotations
 
 import dataclasses
-import json
 import queue
 import threading
 import time
 from pathlib import Path
 
+import orjson
 from twisted.logger import Logger
 
 log = Logger()
@@ -58,11 +58,12 @@ class PullEvent:
     max_offset: int
 
     def to_json(self) -> str:
-        # dataclasses.asdict deep-copies every value (~100 us an event); the fields are scalars.
-        return json.dumps({name: getattr(self, name) for name in _FIELDS}, separators=(",", ":"))
+        return self.json_line().decode()
 
-
-_FIELDS = tuple(f.name for f in dataclasses.fields(PullEvent))
+    def json_line(self) -> bytes:
+        """The event as one compact JSON object, fields in schema order (orjson writes a dataclass
+        directly: half a microsecond, where ``json.dumps`` of a dict took eight)."""
+        return orjson.dumps(self)
 
 
 def log_file_name(ts_ms: int) -> str:
@@ -75,7 +76,7 @@ class PullLog:
             raise ValueError(f"pull log mode must be all, held or off, not {mode!r}")
         self.directory = Path(directory)
         self.mode = mode
-        self._buffer: list[str] = []
+        self._buffer: list[bytes] = []
         self._buffered_bytes = 0
         self._file = ""
         self._last_flush = time.monotonic()
@@ -99,7 +100,7 @@ class PullLog:
         if name != self._file and self._buffer:
             self.flush()
         self._file = name
-        line = event.to_json() + "\n"
+        line = event.json_line() + b"\n"
         self._buffer.append(line)
         self._buffered_bytes += len(line)
         if self._buffered_bytes >= FLUSH_AT_BYTES or time.monotonic() - self._last_flush >= FLUSH_EVERY_S:
@@ -109,7 +110,7 @@ class PullLog:
         """Hand the buffered lines to the writer thread (or drop them if it is too far behind)."""
         self._last_flush = time.monotonic()
         if self._buffer:
-            data = "".join(self._buffer).encode()
+            data = b"".join(self._buffer)
             lines = len(self._buffer)
             self._buffer = []
             self._buffered_bytes = 0
