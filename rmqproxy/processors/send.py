@@ -28,7 +28,9 @@ from ..topics import DLQ_PREFIX, RETRY_PREFIX, TopicTable, check_new_topic, dlq_
 DEFAULT_MAX_RECONSUME_TIMES = 16
 SEND_RESPONSE_EXTRAS = {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
 
-_RESPONSE_HEADER = SendMessageResponseHeader.CODEC
+#: The ext fields of a send answer as ``SendMessageResponseHeader``'s codec writes them (keys in
+#: its order), to be filled in per answer: one copy and three stores instead of a header object.
+_ANSWER_EXT = SendMessageResponseHeader.CODEC.make(msg_id="", queue_id=0, queue_offset=0).to_ext(SEND_RESPONSE_EXTRAS)
 _PUT_STATUS_CODES = {
     PutStatus.PUT_OK: ResponseCode.SUCCESS,
     PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
@@ -65,9 +67,11 @@ def answer_put(request: RemotingCommand, result: PutResult) -> RemotingCommand:
         return request.response(_PUT_STATUS_CODES[status], f"{status.name}: {result.remark}".rstrip(": "))
     messages = result.messages
     first = messages[0]
-    msg_id = first.offset_msg_id if len(messages) == 1 else ",".join(result.msg_ids)
-    header = _RESPONSE_HEADER.make(msg_id=msg_id, queue_id=first.queue_id, queue_offset=first.queue_offset)
-    return request.response(_PUT_STATUS_CODES[status], ext_fields=header.to_ext(SEND_RESPONSE_EXTRAS))
+    ext = _ANSWER_EXT.copy()  # what the header codec writes, in its order, for a fraction of the cost
+    ext["msgId"] = first.offset_msg_id if len(messages) == 1 else ",".join(result.msg_ids)
+    ext["queueId"] = str(first.queue_id)
+    ext["queueOffset"] = str(first.queue_offset)
+    return request.response(_PUT_STATUS_CODES[status], ext_fields=ext)
 
 
 class SendProcessor:
