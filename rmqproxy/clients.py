@@ -61,23 +61,15 @@ class ClientRegistry:
     def __init__(self) -> None:
         self.consumers: dict[str, ConsumerGroup] = {}
         self.producers: dict[str, dict[Hashable, ClientInfo]] = {}
-        self._heard: dict[Hashable, float] = {}  # connection → when its last heartbeat came (s)
-        self._clients: dict[Hashable, ClientInfo] = {}  # connection → what its last heartbeat said
+        self._clients: dict[Hashable, ClientInfo] = {}  # connection → what its last heartbeat said, and when
 
     def client_of(self, conn: Hashable) -> ClientInfo | None:
         """What ``conn``'s last heartbeat said of its client, if it sent one."""
         return self._clients.get(conn)
 
-    def heard(self, conn: Hashable, when: float) -> None:
-        """``conn`` sent a heartbeat at ``when`` (seconds)."""
-        self._heard[conn] = when
-
-    def take_silent(self, before: float) -> list[Hashable]:
-        """Connections whose last heartbeat came before ``before`` (seconds), forgotten here."""
-        silent = [conn for conn, when in self._heard.items() if when < before]
-        for conn in silent:
-            del self._heard[conn]
-        return silent
+    def silent_since(self, before_ms: int) -> list[Hashable]:
+        """Connections whose last heartbeat came before ``before_ms`` (epoch ms)."""
+        return [conn for conn, info in self._clients.items() if info.last_heartbeat_ms < before_ms]
 
     def heartbeat(self, conn: Hashable, info: ClientInfo, data: HeartbeatData) -> list[str]:
         """Register what a heartbeat says; return consumer groups whose membership changed."""
@@ -120,7 +112,6 @@ class ClientRegistry:
 
     def connection_closed(self, conn: Hashable) -> list[str]:
         """A connection is gone: it leaves every group; return consumer groups that changed."""
-        self._heard.pop(conn, None)
         self._clients.pop(conn, None)
         for members in self.producers.values():
             members.pop(conn, None)

@@ -79,7 +79,6 @@ class ConsumerProcessor:
             getattr(request.language, "name", str(request.language)), request.version, conn.remote,
             int(self.clock.seconds() * 1000),
         )  # fmt: skip
-        self.clients.heard(conn, self.clock.seconds())
         consumers = data.consumer_data_set
         if len(consumers) <= HEARTBEAT_SLICE:
             self._register(conn, info, data)
@@ -122,9 +121,10 @@ class ConsumerProcessor:
     def close_silent_clients(self, limit_s: float) -> None:
         """Close the connections that sent no heartbeat for ``limit_s`` (``channelExpiredTimeout``):
         the client is gone or cut off, and its groups must rebalance without it."""
-        for conn in self.clients.take_silent(self.clock.seconds() - limit_s):
-            log.info("closing {conn}: no heartbeat for {limit} s", conn=conn, limit=limit_s)
-            conn.close()
+        for conn in self.clients.silent_since(int((self.clock.seconds() - limit_s) * 1000)):
+            if conn.connected:
+                log.info("closing {conn}: no heartbeat for {limit} s", conn=conn, limit=limit_s)
+                conn.close()
 
     def notify_group(self, group: str) -> None:
         """Tell every member of ``group`` that its membership changed."""

@@ -335,3 +335,17 @@ def test_a_delayed_message_is_delivered_exactly_when_due(broker) -> None:
     reactor.advance(1.0)
     assert server.store.max_offset("Later", 0) == 1
     assert len(reactor.getDelayedCalls()) == len(server._loops)  # nothing left waiting but the periodic tasks
+
+
+def test_a_client_silent_past_channel_expired_timeout_is_closed_and_a_heartbeating_one_kept(broker) -> None:
+    server, reactor = broker
+    silent, alive = Client(server, "silent@1"), Client(server, "alive@1")
+    silent.heartbeat("cg", {"T": "*"})
+    alive.heartbeat("cg", {"T": "*"})
+    for _ in range(4):  # 120 s: the live client heartbeats every 30 s, as the Java client does
+        reactor.advance(30)
+        alive.heartbeat("cg", {"T": "*"})
+    assert silent.conn.connected  # 120 s exactly: not yet past the timeout
+    reactor.advance(10)  # the next 10 s check finds it silent for 130 s
+    assert not silent.conn.connected and silent.transport.disconnecting
+    assert alive.conn.connected
