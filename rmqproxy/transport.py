@@ -34,7 +34,7 @@ from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from codec.codes import FLAG_ONEWAY, code_name
+from codec.codes import FLAG_ONEWAY, ResponseCode, code_name
 from codec.command import RemotingCommand
 from codec.errors import CodecError, MessageError
 from codec.message import HostPort
@@ -81,7 +81,7 @@ class ReplyBuffers:
 
 
 class Connection(Protocol):
-    """One peer. ``client_id`` is filled in by its first heartbeat."""
+    """One peer's connection. What its client said of itself is the ``ClientRegistry``'s."""
 
     def __init__(
         self,
@@ -208,7 +208,7 @@ class Connection(Protocol):
                                conn=self, n=self.in_flight, code=command.code)  # fmt: skip
             if not command.is_oneway:
                 self.write_command(command.response(
-                    2, f"{self.in_flight} requests of this connection are still in flight "
+                    ResponseCode.SYSTEM_BUSY, f"{self.in_flight} requests of this connection are still in flight "
                        "(maxInFlightRequestsPerConnection); try again later",
                 ))  # fmt: skip
             return
@@ -272,7 +272,7 @@ class Connection(Protocol):
         if self.on_reject is not None:
             self.on_reject(REPLY_BUFFER_FULL, "{conn} is not reading: {n} bytes of its replies wait; refusing a "
                            "{size}-byte answer", conn=self, n=self.unread, size=size)  # fmt: skip
-        busy = _with(command, code=2, ext_fields=None, body=b"",
+        busy = _with(command, code=ResponseCode.SYSTEM_BUSY, ext_fields=None, body=b"",
                      remark=f"{self.unread} bytes of answers to this connection are still unread "
                             "(maxBufferedReplyBytesPerConnection, maxBufferedReplyBytes); try again")  # fmt: skip
         self.buffers.admit(self, 256, required=True)
@@ -299,7 +299,10 @@ class Connection(Protocol):
         return d
 
     def _write_request(self, data: bytes) -> None:
-        """Our own request's bytes, in order with the replies of the read being handled."""
+        """Our own request's bytes, in order with the replies of the read being handled; counted
+        against ``ReplyBuffers`` like any write to a peer that is not reading, never refused."""
+        if self.paused:
+            self.buffers.admit(self, len(data), required=True)
         if self._replies is not None:
             self._replies.append(data)
         else:
