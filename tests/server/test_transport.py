@@ -155,28 +155,9 @@ def test_a_burst_of_large_replies_pauses_mid_read_and_loses_nothing() -> None:
     assert seen == list(range(1, 11))
 
 
-def test_past_its_in_flight_bound_a_connection_gets_system_busy_until_answers_land() -> None:
-    pending: list[defer.Deferred] = []
-
-    def later(request: RemotingCommand, conn: Connection) -> defer.Deferred:
-        d: defer.Deferred = defer.Deferred()
-        pending.append(d.addCallback(lambda _: request.response(0)))
-        return d
-
-    transport = StringTransport()
-    conn = Connection(later, task.Clock(), max_frame_bytes=1 << 20, max_in_flight=3)
-    conn.makeConnection(transport)
-    conn.dataReceived(_requests(1, 2, 3, 4))
-    (busy,) = [RemotingCommand.decode(p) for p in FrameDecoder().feed(transport.value())]
-    assert (busy.opaque, busy.code) == (4, 2) and "maxInFlightRequestsPerConnection" in busy.remark
-    transport.clear()
-    pending[0].callback(None)
-    conn.dataReceived(_requests(5))
-    assert _opaques(transport.value()) == [1] and conn.in_flight == 3 and len(pending) == 4
-
-
-def _held(transport: StringTransport, buffers: ReplyBuffers) -> tuple[Connection, list[defer.Deferred]]:
-    """A connection whose every request is answered later (as a held pull is), with a body."""
+def _held(transport: StringTransport, **limits: object) -> tuple[Connection, list[defer.Deferred]]:
+    """A connection whose every request is answered later (as a held pull is): each Deferred in
+    the list fires with the answer's body. ``limits`` go to the ``Connection``."""
     pending: list[defer.Deferred] = []
 
     def later(request: RemotingCommand, conn: Connection) -> defer.Deferred:
@@ -184,9 +165,21 @@ def _held(transport: StringTransport, buffers: ReplyBuffers) -> tuple[Connection
         pending.append(d.addCallback(lambda body: request.response(0, ext_fields={"nextBeginOffset": "9"}, body=body)))
         return d
 
-    conn = Connection(later, task.Clock(), max_frame_bytes=1 << 20, buffers=buffers)
+    conn = Connection(later, task.Clock(), max_frame_bytes=1 << 20, **limits)
     conn.makeConnection(transport)
     return conn, pending
+
+
+def test_past_its_in_flight_bound_a_connection_gets_system_busy_until_answers_land() -> None:
+    transport = StringTransport()
+    conn, pending = _held(transport, max_in_flight=3)
+    conn.dataReceived(_requests(1, 2, 3, 4))
+    (busy,) = [RemotingCommand.decode(p) for p in FrameDecoder().feed(transport.value())]
+    assert (busy.opaque, busy.code) == (4, 2) and "maxInFlightRequestsPerConnection" in busy.remark
+    transport.clear()
+    pending[0].callback(b"")
+    conn.dataReceived(_requests(5))
+    assert _opaques(transport.value()) == [1] and conn.in_flight == 3 and len(pending) == 4
 
 
 def test_answers_landing_on_a_peer_that_does_not_read_stop_at_its_bound_as_system_busy() -> None:
@@ -194,7 +187,7 @@ def test_answers_landing_on_a_peer_that_does_not_read_stop_at_its_bound_as_syste
     bound, 10,000 of them of 128 KiB each would take the server to over a gigabyte."""
     transport = PausingTransport()
     buffers = ReplyBuffers(per_connection=300_000, total=10 << 20)
-    conn, pending = _held(transport, buffers)
+    conn, pending = _held(transport, buffers=buffers)
     conn.dataReceived(_requests(*range(1, 11)))
     for d in pending:
         d.callback(bytes(100_000))
@@ -213,8 +206,8 @@ def test_answers_landing_on_a_peer_that_does_not_read_stop_at_its_bound_as_syste
 def test_the_total_bound_is_shared_by_every_connection() -> None:
     buffers = ReplyBuffers(per_connection=1 << 30, total=250_000)
     first, second = PausingTransport(), PausingTransport()
-    conn1, pending1 = _held(first, buffers)
-    conn2, pending2 = _held(second, buffers)
+    conn1, pending1 = _held(first, buffers=buffers)
+    conn2, pending2 = _held(second, buffers=buffers)
     conn1.dataReceived(_requests(1, 2, 3))
     conn2.dataReceived(_requests(1, 2))
     for d in pending1:
