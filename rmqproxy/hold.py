@@ -1,8 +1,9 @@
 """The hold service: pulls that found nothing wait for a message or their own deadline.
 
-RocketMQ's broker sweeps held pulls on a 5 s tick, so a 15 s hold ends after 15-20 s. Here each
-held pull has its own timer (one ``callLater`` on the injected clock) and arrivals wake the pulls
-of their queue at once. Completion cases of a held pull, each ending it exactly once:
+RocketMQ's broker sweeps held pulls on a 5 s tick, so a 15 s hold ends after 15-20 s. Here the
+deadlines of held pulls sit in a heap, and one alarm (``rmqproxy.alarm``: a timerfd under a real
+reactor, to the microsecond) is set for the earliest; arrivals wake the pulls of their queue at
+once. Completion cases of a held pull, each ending it exactly once:
 
 A. arrival: a message for its queue at or past its offset whose tag hash matches its filter; the
    read is re-run and answered if it finds something, else the pull keeps holding (same deadline);
@@ -10,7 +11,7 @@ B. timeout: its deadline passed; the read is re-run once and answered, whatever 
 C. disconnect: its connection closed; it is dropped silently (nobody to answer);
 D. shutdown: the server stops; the read is re-run and answered.
 
-Every completion first takes the pull out of the tables and cancels its timer, then re-reads: a
+Every completion first takes the pull out of the tables and its deadline entry, then re-reads: a
 re-read that re-enters the service (an answer whose write closes the connection) finds the pull
 already gone, so it is answered once. An arrival whose re-read finds nothing puts the pull back,
 with the deadline it had. A re-read that raises is logged and counted (``failures``), the pull is
@@ -19,17 +20,21 @@ dropped, and the arrival goes on to the other pulls.
 A pull past ``max_held`` is not held: its caller answers at once. ``max_held_per_conn`` bounds
 what one connection may hold, so no client can take every held pull (``conn_full``; its caller
 refuses the pull). Held pulls are keyed by (topic, queue id); the table never keeps an entry for a
-queue with no held pull.
+queue with no held pull. A completed pull's heap entry stays until its time comes or the heap is
+compacted (more than half stale), but no longer refers to the pull.
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
-from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
+
+from .alarm import Alarm, ClockAlarm
 
 if TYPE_CHECKING:
     from .store import Arrival
@@ -47,7 +52,7 @@ class HeldPull:
     """One waiting pull. ``reread(wake, final)`` re-runs the read; it returns True when it answered
     (always when ``final``), False to keep holding."""
 
-    __slots__ = ("id", "key", "offset", "matches", "conn", "reread", "deadline", "started", "timer", "done", "group")
+    __slots__ = ("id", "key", "offset", "matches", "conn", "reread", "deadline", "started", "entry", "done", "group")
 
     def __init__(
         self,
@@ -70,13 +75,24 @@ class HeldPull:
         self.reread = reread
         self.started = started
         self.deadline = deadline
-        self.timer: IDelayedCall | None = None
+        self.entry: list | None = None  # [deadline, seq, pull] in the service's heap while held
         self.done = False
 
 
 class HoldService:
-    def __init__(self, clock: IReactorTime, max_held: int = 100_000, max_held_per_conn: int = 10_000) -> None:
+    def __init__(
+        self,
+        clock: IReactorTime,
+        max_held: int = 100_000,
+        max_held_per_conn: int = 10_000,
+        alarm: Callable[[Callable[[], None]], Alarm] | None = None,
+    ) -> None:
         self.clock = clock
+        self._make_alarm = alarm or (lambda fire: ClockAlarm(clock, fire))
+        self._alarm: Alarm | None = None  # made at the first hold: a server that holds nothing opens no timerfd
+        self._deadlines: list[list] = []  # heap of [deadline, seq, pull or None once it completed]
+        self._stale = 0
+        self._seq = itertools.count()
         self.max_held = max_held
         self.max_held_per_conn = max_held_per_conn
         self._held: dict[tuple[str, int], dict[int, HeldPull]] = {}
@@ -104,7 +120,35 @@ class HoldService:
         self._held.setdefault(pull.key, {})[pull.id] = pull
         self._by_conn.setdefault(pull.conn, {})[pull.id] = pull
         self.count += 1
-        pull.timer = self.clock.callLater(max(0.0, pull.deadline - self.clock.seconds()), self._expire, pull)
+        pull.entry = entry = [pull.deadline, next(self._seq), pull]
+        heap = self._deadlines
+        heapq.heappush(heap, entry)
+        if heap[0] is entry:
+            self._arm()
+
+    def _arm(self) -> None:
+        """Set the alarm for the earliest live deadline (dropping stale entries on top)."""
+        heap = self._deadlines
+        while heap and heap[0][2] is None:
+            heapq.heappop(heap)
+            self._stale -= 1
+        if self._alarm is None:
+            if not heap:
+                return
+            self._alarm = self._make_alarm(self._expire_due)
+        self._alarm.set(heap[0][0] if heap else None)
+
+    def _expire_due(self) -> None:
+        """The alarm fired: end every pull whose deadline has come (case B), then re-arm."""
+        heap = self._deadlines
+        now = self.clock.seconds()
+        while heap and heap[0][0] <= now:
+            pull = heapq.heappop(heap)[2]
+            if pull is None:
+                self._stale -= 1
+            elif not pull.done:
+                self._complete(pull, WAKE_TIMEOUT)
+        self._arm()
 
     def held(self, key: tuple[str, int] | None = None) -> list[HeldPull]:
         if key is not None:
@@ -125,11 +169,6 @@ class HoldService:
             else:
                 self._insert(pull)  # nothing for it after all: hold on, to the same deadline
 
-    def _expire(self, pull: HeldPull) -> None:
-        pull.timer = None
-        if not pull.done:
-            self._complete(pull, WAKE_TIMEOUT)
-
     def connection_closed(self, conn: Hashable) -> int:
         """Drop every pull held for ``conn`` (case C); returns how many."""
         pulls = list(self._by_conn.get(conn, {}).values())
@@ -138,10 +177,13 @@ class HoldService:
         return len(pulls)
 
     def shutdown(self) -> None:
-        """Answer every held pull now (case D)."""
+        """Answer every held pull now (case D), and close the alarm."""
         for pull in self.held():
             if not pull.done:
                 self._complete(pull, WAKE_SHUTDOWN)
+        if self._alarm is not None:
+            self._alarm.close()
+            self._alarm = None
 
     def _complete(self, pull: HeldPull, wake: str) -> None:
         """End ``pull`` with a final re-read (cases B, C and D)."""
@@ -159,11 +201,13 @@ class HoldService:
             return True
 
     def _remove(self, pull: HeldPull) -> None:
-        """Take ``pull`` out of the tables and cancel its timer."""
+        """Take ``pull`` out of the tables and out of its heap entry (the entry goes later)."""
         pull.done = True
-        if pull.timer is not None and pull.timer.active():
-            pull.timer.cancel()
-        pull.timer = None
+        entry = pull.entry
+        if entry is not None:
+            pull.entry = None
+            entry[2] = None
+            self._stale += 1
         pulls = self._held.get(pull.key)
         if pulls is not None and pulls.pop(pull.id, None) is not None:
             self.count -= 1
@@ -174,6 +218,19 @@ class HoldService:
             by_conn.pop(pull.id, None)
             if not by_conn:
                 del self._by_conn[pull.conn]
+        if self.count == 0:  # nothing held: no entry and no alarm left behind
+            self._deadlines.clear()
+            self._stale = 0
+            if self._alarm is not None:
+                self._alarm.set(None)
+        elif self._stale > 64 and self._stale * 2 > len(self._deadlines):
+            self._compact()
+
+    def _compact(self) -> None:
+        """Rebuild the heap without the entries of completed pulls (arrivals complete most)."""
+        self._deadlines[:] = [entry for entry in self._deadlines if entry[2] is not None]  # in place: a
+        heapq.heapify(self._deadlines)  # running ``_expire_due`` holds the list
+        self._stale = 0
 
     def _count(self, wake: str) -> None:
         self.wakeups[wake] = self.wakeups.get(wake, 0) + 1

@@ -13,6 +13,7 @@ from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from twisted.web.server import Site
 
+from .alarm import precise_alarm
 from .clients import ClientRegistry
 from .clientstats import ClientStats
 from .config import Config
@@ -91,7 +92,8 @@ class Server:
         )
         self.clients = ClientRegistry()
         self.rejections = Rejections(reactor.seconds)
-        self.holds = HoldService(reactor, config.max_held_pulls, config.max_held_pulls_per_connection)
+        self.holds = HoldService(reactor, config.max_held_pulls, config.max_held_pulls_per_connection,
+                                 alarm=lambda fire: precise_alarm(reactor, fire))  # fmt: skip
         self.store.add_arrival_listener(self.holds.arrived)
         self.delayed = DelayedDelivery(self.store, reactor)
         self.store.add_arrival_listener(self.delayed.arrived)

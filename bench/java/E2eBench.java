@@ -1,7 +1,8 @@
 // Load generator for bench/e2e.py (run as a single-file source program with rocketmq-client on
 // the classpath). "send": THREADS threads of sync 1 KiB sends, TOTAL messages, reporting msgs/s
 // and latency percentiles. "drain": a push consumer reading TOTAL messages from the first offset,
-// reporting msgs/s. Prints one line: RESULT {json}.
+// reporting msgs/s. Prints one line: RESULT {json}. An optional 7th argument of "send" paces its
+// warm-up phase to that many msgs/s in all (bench/hold.py's moderate load), instead of flat out.
 import java.util.Arrays;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -25,20 +26,21 @@ public class E2eBench {
         int threads = Integer.parseInt(args[4]);
         if (mode.equals("send")) {
             int warmupSeconds = args.length > 5 ? Integer.parseInt(args[5]) : 0;
-            send(namesrv, topic, total, threads, warmupSeconds);
+            int rate = args.length > 6 ? Integer.parseInt(args[6]) : 0;
+            send(namesrv, topic, total, threads, warmupSeconds, rate);
         } else {
             drain(namesrv, topic, total);
         }
     }
 
-    static void send(String namesrv, String topic, int total, int threads, int warmupSeconds) throws Exception {
+    static void send(String namesrv, String topic, int total, int threads, int warmupSeconds, int rate) throws Exception {
         DefaultMQProducer producer = new DefaultMQProducer(topic + "-bench-pg");
         producer.setNamesrvAddr(namesrv);
         producer.setCompressMsgBodyOverHowmuch(1 << 20);
         producer.start();
         producer.send(new Message(topic, "warmup".getBytes()));
         byte[] body = new byte[1024];
-        int warmed = warmUp(producer, topic + "Warm", body, threads, warmupSeconds);
+        int warmed = warmUp(producer, topic + "Warm", body, threads, warmupSeconds, rate);
         System.out.println("WARMED");
         System.out.flush();
         AtomicInteger next = new AtomicInteger();
@@ -76,17 +78,32 @@ public class E2eBench {
     }
 
     /** The same load as the measured run, to another topic, for {@code seconds}: both servers (and
-     *  this client) reach their steady state (JIT, caches, page cache) before anything counts. */
-    static int warmUp(DefaultMQProducer producer, String topic, byte[] body, int threads, int seconds) throws Exception {
+     *  this client) reach their steady state (JIT, caches, page cache) before anything counts. With
+     *  {@code rate} > 0, send number i leaves at start + i / rate: that many msgs/s in all. */
+    static int warmUp(DefaultMQProducer producer, String topic, byte[] body, int threads, int seconds, int rate)
+            throws Exception {
         if (seconds <= 0) {
             return 0;
         }
-        long end = System.nanoTime() + seconds * 1_000_000_000L;
+        long start = System.nanoTime();
+        long end = start + seconds * 1_000_000_000L;
         AtomicInteger sent = new AtomicInteger();
+        AtomicLong tickets = new AtomicLong();
         Thread[] workers = new Thread[threads];
         for (int t = 0; t < threads; t++) {
             workers[t] = new Thread(() -> {
                 while (System.nanoTime() < end) {
+                    if (rate > 0) {
+                        long due = start + tickets.getAndIncrement() * 1_000_000_000L / rate;
+                        long wait = due - System.nanoTime();
+                        if (wait > 0) {
+                            try {
+                                TimeUnit.NANOSECONDS.sleep(wait);
+                            } catch (InterruptedException e) {
+                                return;
+                            }
+                        }
+                    }
                     try {
                         producer.send(new Message(topic, "TagA", body));
                         sent.incrementAndGet();

@@ -172,3 +172,39 @@ def test_shutdown_and_expiry_go_on_past_a_failing_pull() -> None:
     service.shutdown()
     assert waiters[0].answers == waiters[2].answers == [(WAKE_SHUTDOWN, False)]
     assert service.failures == 1 and service.count == 0
+
+
+def test_pulls_with_different_deadlines_end_in_deadline_order_each_at_its_own() -> None:
+    service, clock = setup()
+    late = Waiter(service, clock, timeout=3.0, conn="a")
+    early = Waiter(service, clock, timeout=1.0, conn="b")
+    middle = Waiter(service, clock, timeout=2.0, conn="c")
+    ended = []
+    for waiter in (late, early, middle):
+        waiter.pull.reread = lambda wake, final, w=waiter: ended.append((w, clock.seconds())) or True
+    start = clock.seconds()
+    for _ in range(16):
+        clock.advance(0.25)  # exact in binary: the deadlines fall on steps
+    assert [(w, round(t - start, 6)) for w, t in ended] == [(early, 1.0), (middle, 2.0), (late, 3.0)]
+
+
+def test_one_alarm_follows_the_earliest_live_deadline() -> None:
+    service, clock = setup()
+    first = Waiter(service, clock, timeout=1.0, key=("T", 1))
+    Waiter(service, clock, timeout=5.0, key=("T", 2))
+    assert [c.getTime() - clock.seconds() for c in clock.getDelayedCalls()] == [1.0]
+    first.ready = True
+    arrive(service, "T", 1, 5, 0)  # the earliest ends early; its entry is stale, the alarm unmoved
+    clock.advance(1.0)  # the alarm finds only that stale entry and moves to the next deadline
+    assert service.count == 1 and [c.getTime() - clock.seconds() for c in clock.getDelayedCalls()] == [4.0]
+
+
+def test_entries_of_pulls_woken_by_arrivals_do_not_pile_up() -> None:
+    service, clock = setup(max_held=10)
+    Waiter(service, clock, timeout=15.0, key=("Idle", 0))  # keeps the heap from being emptied
+    for i in range(10_000):
+        waiter = Waiter(service, clock, timeout=15.0, offset=i)
+        waiter.ready = True
+        arrive(service, "T", 0, i, 0)
+        assert waiter.answers == [(WAKE_ARRIVAL, True)]
+    assert service.count == 1 and len(service._deadlines) <= 2 * 64 + 2

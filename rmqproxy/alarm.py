@@ -1,0 +1,154 @@
+"""One-shot alarms at an absolute reactor time, for the hold service's deadlines.
+
+A Twisted reactor sleeps in ``epoll``, and Python rounds that sleep up to whole milliseconds, so a
+``callLater`` runs up to 1 ms after its time even on an idle server. On Linux a timerfd armed at
+the absolute ``CLOCK_REALTIME`` time (the reactor's clock is ``time.time``) wakes the poll at the
+deadline itself. ``ClockAlarm`` is the portable one on ``callLater``; it is also what tests use,
+on ``task.Clock``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import math
+import os
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from twisted.internet.interfaces import IDelayedCall, IReactorFDSet, IReactorTime
+from twisted.logger import Logger
+
+log = Logger()
+
+_CLOCK_REALTIME = 0
+_TFD_CLOEXEC = 0o2000000
+_TFD_NONBLOCK = 0o4000
+_TFD_TIMER_ABSTIME = 1
+
+
+class Alarm(Protocol):
+    """Calls its ``fire`` once at or just after the last time ``set``; ``set(None)`` disarms."""
+
+    def set(self, when: float | None) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class ClockAlarm:
+    """An alarm on ``callLater``: as precise as the reactor's own timers."""
+
+    def __init__(self, clock: IReactorTime, fire: Callable[[], None]) -> None:
+        self.clock = clock
+        self.fire = fire
+        self._call: IDelayedCall | None = None
+
+    def set(self, when: float | None) -> None:
+        call = self._call
+        if call is not None and call.active():
+            if when is not None and call.getTime() == when:
+                return
+            call.cancel()
+        self._call = None if when is None else self.clock.callLater(max(0.0, when - self.clock.seconds()), self._fired)
+
+    def _fired(self) -> None:
+        self._call = None
+        self.fire()
+
+    def close(self) -> None:
+        self.set(None)
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+class _Itimerspec(ctypes.Structure):
+    _fields_ = [("it_interval", _Timespec), ("it_value", _Timespec)]
+
+
+def _libc() -> Any | None:
+    """libc with ``timerfd_create`` and ``timerfd_settime``, or None off Linux."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        libc.timerfd_create.argtypes = (ctypes.c_int, ctypes.c_int)
+        libc.timerfd_settime.argtypes = (ctypes.c_int, ctypes.c_int, ctypes.POINTER(_Itimerspec), ctypes.c_void_p)
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+_LIBC = _libc()
+
+
+class TimerfdAlarm:
+    """An alarm on a Linux timerfd the reactor reads: it wakes the reactor's poll at ``when``
+    itself, to the microsecond, where a ``callLater`` waits for the next whole millisecond."""
+
+    def __init__(self, reactor: IReactorFDSet, fire: Callable[[], None]) -> None:
+        if _LIBC is None:
+            raise OSError("timerfd is not available")
+        fd = _LIBC.timerfd_create(_CLOCK_REALTIME, _TFD_NONBLOCK | _TFD_CLOEXEC)
+        if fd < 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, os.strerror(errno))
+        self.fd = fd
+        self.reactor = reactor
+        self.fire = fire
+        self._spec = _Itimerspec()
+        self._when: float | None = None
+        reactor.addReader(self)
+
+    def set(self, when: float | None) -> None:
+        if when == self._when or self.fd < 0:
+            return
+        self._when = when
+        value = self._spec.it_value
+        if when is None:
+            value.tv_sec = value.tv_nsec = 0  # all zero disarms
+        else:  # rounded up, so the reactor's clock has reached ``when`` once the timer fires
+            seconds = math.floor(when)
+            value.tv_sec = seconds
+            value.tv_nsec = max(1, min(999_999_999, math.ceil((when - seconds) * 1e9)))
+        if _LIBC.timerfd_settime(self.fd, _TFD_TIMER_ABSTIME, ctypes.byref(self._spec), None) < 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, f"timerfd_settime: {os.strerror(errno)}")
+
+    def doRead(self) -> None:
+        """The timer expired: take the expiry count and fire (a stale wake reads nothing)."""
+        try:
+            os.read(self.fd, 8)
+        except BlockingIOError:
+            return
+        self._when = None
+        self.fire()
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def logPrefix(self) -> str:
+        return "hold-alarm"
+
+    def connectionLost(self, reason: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.fd < 0:
+            return
+        self.reactor.removeReader(self)
+        os.close(self.fd)
+        self.fd = -1
+
+
+def precise_alarm(reactor: Any, fire: Callable[[], None]) -> Alarm:
+    """The most precise alarm ``reactor`` supports: a timerfd on Linux with a real reactor, else
+    ``callLater`` (logged once, since holds then end up to a millisecond late)."""
+    if IReactorFDSet.providedBy(reactor) and _LIBC is not None:
+        try:
+            return TimerfdAlarm(reactor, fire)
+        except OSError as exc:
+            log.warn("hold deadlines fall back to the reactor's millisecond timers: {error}", error=exc)
+    return ClockAlarm(reactor, fire)
+
+
+__all__ = ["Alarm", "ClockAlarm", "TimerfdAlarm", "precise_alarm"]
