@@ -201,6 +201,10 @@ def readme_table(report: dict) -> str:
     cpu = {name: statistics.median(p[name]["send"]["server_cpu_s"] / report["messages"] * 1e6 for p in report["pairs"])
            for name in ("rmqproxy", "apache")}  # fmt: skip
     rows.append(f"| server CPU per sent message (all threads) | {cpu['rmqproxy']:.0f} µs | {cpu['apache']:.0f} µs | |")
+    rss = {name: [round(p[name]["drain"]["server_rss_mib"]) for p in report["pairs"]] for name in ("rmqproxy", "apache")}
+    rows.append(f"| server RSS after the drain, MiB (Apache: its scripts' 8 GiB heap) | "
+                f"{' / '.join(f'{x:,}' for x in rss['rmqproxy'])} | {' / '.join(f'{x:,}' for x in rss['apache'])} "
+                f"| {statistics.median(p['rss_after_drain_ratio'] for p in report['pairs']):.2f}x |")  # fmt: skip
     behind = [f"{phase} ({report['median'][f'{phase}_ratio']:.2f}x)" for phase in ("send", "drain")
               if report["median"][f"{phase}_ratio"] < 1.0]  # fmt: skip
     m = report["machine"]
