@@ -313,6 +313,15 @@ class HeartbeatData(Body):
 
 
 @dataclasses.dataclass
+class CheckClientRequestBody(Body):
+    """CHECK_CLIENT_CONFIG's body: a consumer asks whether the broker takes its subscription."""
+
+    client_id: str | None = jfield("clientId", STR)
+    group: str | None = jfield("group", STR)
+    subscription_data: SubscriptionData | None = jfield("subscriptionData", Nested(SubscriptionData))
+
+
+@dataclasses.dataclass
 class GetConsumerListByGroupResponseBody(Body):
     consumer_id_list: list[str] = jfield("consumerIdList", ListOf(STR), factory=list)
 

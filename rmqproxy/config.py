@@ -84,6 +84,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("pullLogMode", "pull_log_mode", str, "all", "all, held or off"),
     Setting("clientStatsIntervalSeconds", "client_stats_interval_s", int, 60, "consumer running-info poll"),
     Setting("channelExpiredTimeout", "channel_expired_ms", int, 120_000, "close clients silent this long"),
+    Setting("rejectTransactionMessage", "reject_transaction_message", bool, False,
+            "refuse transactional (half) messages with NO_PERMISSION"),
+    Setting("transactionTimeOut", "transaction_timeout_ms", int, 6000,
+            "age after which an undecided half message is checked back with its producer"),
+    Setting("transactionCheckInterval", "transaction_check_interval_ms", int, 60_000,
+            "how often undecided half messages are looked for"),
+    Setting("transactionCheckMax", "transaction_check_max", int, 15,
+            "checks after which an undecided half message is discarded to TRANS_CHECK_MAX_TIME_TOPIC"),
 )
 
 
@@ -167,6 +175,10 @@ class Config(_Fields):
             message_delay_level=self.message_delay_level,
             store_host=HostPort(host, int(port)),
         )
+
+    @property
+    def advertised_host(self) -> str:
+        return self.advertised_address.rsplit(":", 1)[0]
 
     @property
     def store_dir(self) -> Path:

@@ -21,6 +21,7 @@ BAD_REQUEST = "bad_request"  # a header or body that does not parse: answered SY
 UNSUPPORTED_CODE = "unsupported_code"  # answered REQUEST_CODE_NOT_SUPPORTED
 TOO_MANY_IN_FLIGHT = "too_many_in_flight"  # answered SYSTEM_BUSY
 REPLY_BUFFER_FULL = "reply_buffer_full"  # an answer the unread peer had no room for: SYSTEM_BUSY instead
+TRANSACTION_NOT_APPLIED = "transaction_not_applied"  # an END_TRANSACTION naming no matching half message
 
 
 @dataclasses.dataclass

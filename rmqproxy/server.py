@@ -30,9 +30,11 @@ from .processors.namesrv import NameServer
 from .processors.pull import PullProcessor
 from .processors.send import SendProcessor
 from .processors.sendback import SendBackProcessor
+from .processors.transaction import TransactionProcessor
 from .rejects import Rejections
 from .store import MessageStore
 from .topics import TopicTable
+from .transactions import TransactionService, TransactionSettings
 from .transport import Connection, ReplyBuffers
 
 log = Logger()
@@ -98,7 +100,13 @@ class Server:
         self.delayed = DelayedDelivery(self.store, reactor)
         self.store.add_arrival_listener(self.delayed.arrived)
         names = NameServer(config, self.topics)
-        send = SendProcessor(config, self.store, self.topics, on_put=hooks.on_put)
+        self.transactions = TransactionService(
+            self.store, self.topics, self.clients,
+            TransactionSettings(config.transaction_timeout_ms, config.transaction_check_interval_ms,
+                                config.transaction_check_max),
+            config.store_config().store_host, reactor.seconds,
+        )  # fmt: skip
+        send = SendProcessor(config, self.store, self.topics, on_put=hooks.on_put, transactions=self.transactions)
         self.pull_log = PullLog(config.pull_log_dir, config.pull_log_mode)
         self.pulls = PullProcessor(
             config, self.store, self.topics, self.clients, self.holds, reactor,
@@ -116,6 +124,7 @@ class Server:
         locking = LockProcessor(self.locks, self.topics, config.broker_name)
         sendback = SendBackProcessor(self.store, self.topics)
         admin = AdminProcessor(config, self.store, self.topics, self.clients)
+        transacting = TransactionProcessor(self.transactions, self.rejections)
         self.registry.register(
             LiveState(self.metrics, holds=self.holds, locks=self.locks, clients=self.clients, lag=self.store.consumer_lag,
                       pull_log=self.pull_log, rejections=self.rejections)
@@ -123,7 +132,7 @@ class Server:
         self.client_stats = ClientStats(self.clients, self.metrics)
         self.dispatcher = Dispatcher(
             [*names.routes(), *send.routes(), *self.pulls.routes(), *self.consumers.routes(), *sendback.routes(),
-             *admin.routes(), *locking.routes()],
+             *admin.routes(), *locking.routes(), *transacting.routes()],
             clock=reactor, on_answer=hooks.on_request, on_reject=self.rejections,
         )  # fmt: skip
         self.ports: list[IListeningPort] = []
@@ -153,7 +162,8 @@ class Server:
         expired_s = self.config.channel_expired_ms / 1000
         periodic = [(600.0, self.store.delete_expired), (DISK_CHECK_INTERVAL_S, self.store.check_disk),
                     (IDLE_FILES_INTERVAL_S, self.store.release_idle_files),
-                    (10.0, lambda: self.consumers.close_silent_clients(expired_s)), (0.5, self.pull_log.flush)]  # fmt: skip
+                    (10.0, lambda: self.consumers.close_silent_clients(expired_s)), (0.5, self.pull_log.flush),
+                    (self.config.transaction_check_interval_ms / 1000, self.transactions.check)]  # fmt: skip
         if self.config.metrics_enabled:  # DISABLE measures nothing, clients' statistics included
             periodic.append((float(self.config.client_stats_interval_s), self.client_stats.poll))
         for interval, fn in periodic:

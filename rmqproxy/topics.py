@@ -28,8 +28,15 @@ SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+CHECK_MAX_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 #: Topics every broker has, as RocketMQ's ``TopicValidator`` lists them (with ``rmq_sys_*``).
-SYSTEM_TOPICS = frozenset({AUTO_CREATE_TOPIC, SCHEDULE_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT})
+SYSTEM_TOPICS = frozenset({AUTO_CREATE_TOPIC, SCHEDULE_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT, HALF_TOPIC, OP_TOPIC,
+                           CHECK_MAX_TOPIC})  # fmt: skip
+#: Topics only the broker writes (``TopicValidator``'s not-allowed-send set): a send is NO_PERMISSION.
+NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT, HALF_TOPIC, OP_TOPIC,
+                                     CHECK_MAX_TOPIC})  # fmt: skip
 
 
 def is_system_topic(topic: str) -> bool:

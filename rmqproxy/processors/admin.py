@@ -10,6 +10,7 @@ from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from codec.bodies import (
+    CheckClientRequestBody,
     ClientConnection,
     ConsumerConnection,
     ConsumeStats,
@@ -214,6 +215,13 @@ class AdminProcessor:
         return request.response(ResponseCode.SUCCESS, body=GroupList(sorted(groups)).to_json())
 
     def check_client_config(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        """A consumer's start asks whether its subscription is served. Only tag filters are: an
+        SQL92 one gets the reference's refusal for ``enablePropertyFilter=false``, so the consumer
+        fails in ``start()`` instead of starting and failing every pull."""
+        body = CheckClientRequestBody.from_json(request.body) if request.body else CheckClientRequestBody()
+        kind = (body.subscription_data.expression_type if body.subscription_data is not None else None) or "TAG"
+        if kind != "TAG":
+            return request.response(ResponseCode.SYSTEM_ERROR, f"The broker does not support consumer to filter message by {kind}")
         return request.response(ResponseCode.SUCCESS)
 
     def consumer_running_info(self, request: RemotingCommand, header, conn) -> RemotingCommand | defer.Deferred:

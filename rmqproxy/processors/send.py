@@ -23,7 +23,8 @@ from ..config import Config
 from ..dispatch import Route
 from ..store import MessageStore, PutResult, PutStatus, PutTicket
 from ..store.delay import SCHEDULE_TOPIC
-from ..topics import DLQ_PREFIX, RETRY_PREFIX, TopicTable, check_new_topic, dlq_topic
+from ..topics import DLQ_PREFIX, NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX, TopicTable, check_new_topic, dlq_topic
+from ..transactions import TransactionService, is_prepared, to_half
 
 DEFAULT_MAX_RECONSUME_TIMES = 16
 SEND_RESPONSE_EXTRAS = {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
@@ -39,6 +40,26 @@ _PUT_STATUS_CODES = {
     PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
 }
+
+
+#: 5.x timer properties (``setDeliverTimeMs``, ``setDelayTimeSec``, ``setDelayTimeMs``).
+TIMER_PROPERTIES = ("TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
+#: The answer to a timer message: the reference's for ``timerWheelEnable=false``, which is what
+#: rmqproxy is until it has a timer store. Delivering it at once would ignore what was asked.
+TIMER_REFUSED = ("accurate timer message is not enabled, timerWheelEnable is false (rmqproxy has no timer store: "
+                 "use a delay level)")
+
+
+def _timer_allowed(properties: dict[str, str]) -> bool:
+    """False for a timer message; as the reference, a delay level wins and drops its timer properties."""
+    if not any(key in properties for key in TIMER_PROPERTIES):
+        return True
+    level = properties.get("DELAY", "")
+    if level.isdigit() and int(level) > 0:
+        for key in TIMER_PROPERTIES:
+            properties.pop(key, None)
+        return True
+    return False
 
 
 def retries_used_up(reconsume_times: int, max_reconsume_times: int | None) -> bool:
@@ -74,6 +95,19 @@ def answer_put(request: RemotingCommand, result: PutResult) -> RemotingCommand:
     return request.response(_PUT_STATUS_CODES[status], ext_fields=ext)
 
 
+def _answer_prepared(request: RemotingCommand, result: PutResult, real_queue: int) -> RemotingCommand:
+    """A half message's send answer: its real queue id (as the reference answers) and, as 5.x
+    brokers do, its transaction id (the ``UNIQ_KEY``)."""
+    if not result.ok:
+        return answer_put(request, result)
+    half = result.messages[0]
+    header = SendMessageResponseHeader.CODEC.make(
+        msg_id=half.offset_msg_id, queue_id=real_queue, queue_offset=half.queue_offset,
+        transaction_id=half.properties.get("UNIQ_KEY"),
+    )  # fmt: skip
+    return request.response(ResponseCode.SUCCESS, ext_fields=header.to_ext(SEND_RESPONSE_EXTRAS))
+
+
 class SendProcessor:
     def __init__(
         self,
@@ -81,11 +115,13 @@ class SendProcessor:
         store: MessageStore,
         topics: TopicTable,
         on_put: Callable[[str, int, int, bool], None] | None = None,
+        transactions: TransactionService | None = None,
     ) -> None:
         self.config = config
         self.store = store
         self.topics = topics
         self.on_put = on_put
+        self.transactions = transactions
         self._round_robin = itertools.count()
 
     def routes(self) -> list[Route]:
@@ -97,6 +133,8 @@ class SendProcessor:
         ]
 
     def send(self, request: RemotingCommand, header, conn) -> RemotingCommand | defer.Deferred:
+        if header.topic in NOT_ALLOWED_SEND_TOPICS:
+            return request.response(ResponseCode.NO_PERMISSION, f"Sending message to topic[{header.topic}] is forbidden.")
         topic = self.topics.get(header.topic)  # a known topic already has a valid name
         if topic is None:
             problem = check_new_topic(header.topic)
@@ -120,6 +158,8 @@ class SendProcessor:
             )
         properties = string_to_properties(header.properties or "")
         properties.pop("WAIT", None)
+        if not _timer_allowed(properties):
+            return request.response(ResponseCode.SYSTEM_ERROR, TIMER_REFUSED)
         properties["CLUSTER"] = self.config.cluster_name
         topic_name = header.topic
         if topic_name.startswith(RETRY_PREFIX) and not header.batch:
@@ -146,6 +186,8 @@ class SendProcessor:
             for item in items:
                 props = dict(item.properties)
                 props.pop("WAIT", None)
+                if not _timer_allowed(props):
+                    return request.response(ResponseCode.SYSTEM_ERROR, TIMER_REFUSED)
                 for key, value in properties.items():
                     props.setdefault(key, value)  # an item's own properties win (apache/rocketmq#9416)
                 if "DELAY" in props:
@@ -154,11 +196,25 @@ class SendProcessor:
             if any(len(m.body) > self.config.max_message_size for m in msgs):
                 return self._too_large(request)
             ticket = self.store.put_batch(msgs)
+        elif is_prepared(properties):
+            return self._prepare(request, message(request.body, properties, header.flag))
         else:
             if len(request.body) > self.config.max_message_size:
                 return self._too_large(request)
             ticket = self.store.put(message(request.body, properties, header.flag))
         return when_stored(ticket, self._answer, request)
+
+    def _prepare(self, request: RemotingCommand, msg: Message) -> RemotingCommand | defer.Deferred:
+        """A transaction's half message: stored out of its topic's sight until END_TRANSACTION."""
+        if self.transactions is None or self.config.reject_transaction_message:
+            return request.response(
+                ResponseCode.NO_PERMISSION, f"the broker[{self.config.advertised_host}] sending transaction message is forbidden"
+            )
+        if len(msg.body) > self.config.max_message_size:
+            return self._too_large(request)
+        real_queue = msg.queue_id
+        self.transactions.prepared()
+        return when_stored(self.store.put(to_half(msg)), lambda req, result: _answer_prepared(req, result, real_queue), request)
 
     def _answer(self, request: RemotingCommand, result: PutResult) -> RemotingCommand:
         if result.ok and self.on_put is not None:

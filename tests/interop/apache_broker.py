@@ -192,6 +192,10 @@ class ApacheBroker(ScratchServer):
         self.stop()
         self.start()
 
+    def kill(self) -> None:
+        """SIGKILL both JVMs, as a crash would stop them (``start()`` brings them back on the same store)."""
+        self._halt()
+
     def alive(self) -> bool:
         return all(p is not None and p.poll() is None for p in (self._namesrv, self._broker))
 

@@ -1,0 +1,226 @@
+"""Transactional messages on the whole server (fake reactor): a half message is invisible until
+committed, a commit delivers it once, a rollback never, decisions survive a restart, and an
+undecided one is checked back with a live producer of its group, then discarded after
+``transactionCheckMax`` checks."""
+
+from __future__ import annotations
+
+from codec.bodies import HeartbeatData, ProducerData
+from codec.codes import FLAG_ONEWAY
+from codec.codes import RequestCode as C
+from codec.codes import ResponseCode as R
+from codec.headers import CheckTransactionStateRequestHeader, SendMessageResponseHeader
+from codec.message import decode_message, decode_messages, decode_offset_msg_id
+from rmqproxy.topics import CHECK_MAX_TOPIC, HALF_TOPIC, OP_TOPIC
+
+from .harness import Client, make_server
+from .test_broker import pull, send_header
+
+COMMIT, ROLLBACK, UNKNOWN = 8, 12, 0
+
+
+def producer(server, group: str = "pg", client_id: str = "10.0.0.5@tx#1") -> Client:
+    client = Client(server, client_id)
+    data = HeartbeatData(client_id, [ProducerData(group)], [])
+    assert client.call(C.HEART_BEAT, body=data.to_json()).code == 0
+    return client
+
+
+def prepare(client: Client, topic: str, key: str, queue_id: int = 1, group: str = "pg", extra: str = "") -> dict:
+    """Send a half message; returns what END_TRANSACTION needs."""
+    props = f"TRAN_MSG\x01true\x02PGROUP\x01{group}\x02UNIQ_KEY\x01{key}\x02KEYS\x01{key}{extra}"
+    header = send_header(topic, queue_id, props)
+    born = int(client.server.reactor.seconds() * 1000)
+    header = type(header)(**{**header.__dict__, "producer_group": group, "sys_flag": 4, "born_timestamp": born})
+    answer = client.call(C.SEND_MESSAGE_V2, header, key.encode())
+    assert answer.code == R.SUCCESS, answer.remark
+    sent = SendMessageResponseHeader.from_ext(answer.ext_fields)
+    return {"offset_msg_id": sent.msg_id, "queue_offset": sent.queue_offset, "queue_id": sent.queue_id,
+            "transaction_id": sent.transaction_id, "key": key, "group": group}  # fmt: skip
+
+
+def end(client: Client, half: dict, decision: int, *, check: bool = False, oneway: bool = True) -> int:
+    """END_TRANSACTION as a Java producer sends it (one-way); returns its opaque."""
+    _host, commit_log_offset = decode_offset_msg_id(half["offset_msg_id"])
+    return client.send(
+        C.END_TRANSACTION, flag=FLAG_ONEWAY if oneway else 0, producer_group=half["group"],
+        tran_state_table_offset=half["queue_offset"], commit_log_offset=commit_log_offset,
+        commit_or_rollback=decision, from_transaction_check=check, msg_id=half["key"],
+        transaction_id=half.get("transaction_id"),
+    )  # fmt: skip
+
+
+def delivered(server, topic: str, queue_id: int = 1) -> list[str]:
+    """The bodies readable in a queue of ``topic``."""
+    reader = Client(server, "10.0.0.9@reader#1")
+    answer = reader.answer(pull(reader, topic, 0, queue_id=queue_id))
+    if answer is None or answer.code != R.SUCCESS:
+        return []
+    return [m.body.decode() for m in decode_messages(answer.body)]
+
+
+def test_a_half_message_is_invisible_until_committed_and_then_delivered_once(tmp_path) -> None:
+    server, _reactor = make_server(tmp_path)
+    try:
+        client = producer(server)
+        assert client.call(C.SEND_MESSAGE_V2, send_header("Orders", 1, "KEYS\x01plain"), b"plain").code == 0
+        half = prepare(client, "Orders", "k1")
+        assert half["queue_id"] == 1 and half["transaction_id"] == "k1"  # the real queue, as the reference answers
+        assert delivered(server, "Orders") == ["plain"]
+        end(client, half, COMMIT)
+        assert client.read() == []  # one-way: nothing is written back
+        assert delivered(server, "Orders") == ["plain", "k1"]
+        end(client, half, COMMIT)  # a second decision changes nothing
+        end(client, half, ROLLBACK)
+        assert delivered(server, "Orders") == ["plain", "k1"]
+        reader = Client(server, "10.0.0.9@reader#2")
+        committed = decode_messages(reader.answer(pull(reader, "Orders", 1, queue_id=1)).body)[0]
+        assert committed.sys_flag & 0xC == COMMIT
+        assert "REAL_TOPIC" not in committed.properties and "TRAN_MSG" not in committed.properties
+        assert committed.properties["UNIQ_KEY"] == "k1"
+    finally:
+        server.stop()
+
+
+def test_a_rollback_is_never_delivered_and_op_records_are_written(tmp_path) -> None:
+    server, _reactor = make_server(tmp_path)
+    try:
+        client = producer(server)
+        halves = [prepare(client, "Orders", f"k{i}") for i in range(3)]
+        end(client, halves[0], ROLLBACK)
+        end(client, halves[1], COMMIT)
+        end(client, halves[2], UNKNOWN)  # undecided: left for the check-back
+        assert delivered(server, "Orders") == ["k1"]
+        assert server.store.max_offset(HALF_TOPIC, 0) == 3
+        ops = [server.store.message_at(OP_TOPIC, 0, i) for i in range(server.store.max_offset(OP_TOPIC, 0))]
+        assert sorted(op.body for op in ops) == [b"0", b"1"] and {op.properties["TAGS"] for op in ops} == {"d"}
+    finally:
+        server.stop()
+
+
+def test_a_decision_that_does_not_match_its_half_message_is_refused_with_the_reference_remarks(tmp_path) -> None:
+    server, _reactor = make_server(tmp_path)
+    try:
+        client = producer(server)
+        half = prepare(client, "Orders", "k1")
+        answers = {
+            "group": client.answer(end(client, {**half, "group": "other"}, COMMIT, oneway=False)),
+            "offset": client.answer(end(client, {**half, "queue_offset": 7}, COMMIT, oneway=False)),
+            "decision": client.answer(end(client, half, 5, oneway=False)),
+        }
+        assert {k: (a.code, a.remark) for k, a in answers.items()} == {
+            "group": (R.SYSTEM_ERROR, "The producer group wrong"),
+            "offset": (R.SYSTEM_ERROR, "The transaction state table offset wrong"),
+            "decision": (R.SYSTEM_ERROR, "commitOrRollback field wrong"),
+        }
+        assert server.rejections.counts["transaction_not_applied"] == 3  # one-way in life: counted, logged
+        plain = client.call(C.SEND_MESSAGE_V2, send_header("Orders", 1, ""), b"p")
+        not_half = {**half, "offset_msg_id": SendMessageResponseHeader.from_ext(plain.ext_fields).msg_id, "queue_offset": 0}
+        answer = client.answer(end(client, not_half, COMMIT, oneway=False))
+        assert (answer.code, answer.remark) == (R.SYSTEM_ERROR, "Find prepared transaction message failed")
+        assert delivered(server, "Orders") == ["p"]
+    finally:
+        server.stop()
+
+
+def test_clients_cannot_send_to_the_transaction_topics(tmp_path) -> None:
+    server, _reactor = make_server(tmp_path)
+    try:
+        client = Client(server)
+        for topic in (HALF_TOPIC, OP_TOPIC, CHECK_MAX_TOPIC, "SCHEDULE_TOPIC_XXXX"):
+            answer = client.call(C.SEND_MESSAGE_V2, send_header(topic, 0, ""), b"x")
+            assert (answer.code, answer.remark) == (R.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+    finally:
+        server.stop()
+
+
+def test_reject_transaction_message_refuses_half_messages(tmp_path) -> None:
+    server, _reactor = make_server(tmp_path, reject_transaction_message=True)
+    try:
+        client = producer(server)
+        header = send_header("Orders", 1, "TRAN_MSG\x01true\x02PGROUP\x01pg")
+        answer = client.call(C.SEND_MESSAGE_V2, header, b"x")
+        assert answer.code == R.NO_PERMISSION and "sending transaction message is forbidden" in answer.remark
+        assert server.store.max_offset(HALF_TOPIC, 0) == 0 and delivered(server, "Orders") == []
+    finally:
+        server.stop()
+
+
+def test_an_undecided_half_message_is_checked_back_and_the_answer_commits_it(tmp_path) -> None:
+    server, reactor = make_server(tmp_path, transaction_timeout_ms=1000, transaction_check_interval_ms=500)
+    try:
+        client = producer(server)
+        half = prepare(client, "Orders", "k1")
+        reactor.advance(0.5)  # a check pass finds it too young
+        assert [c for c in client.read() if c.code == C.CHECK_TRANSACTION_STATE] == []
+        reactor.advance(1.0)
+        checks = [c for c in client.read() if c.code == C.CHECK_TRANSACTION_STATE]
+        assert len(checks) == 1 and checks[0].is_oneway
+        header = CheckTransactionStateRequestHeader.from_ext(checks[0].ext_fields)
+        shown, _ = decode_message(checks[0].body)
+        assert (shown.topic, shown.queue_id, shown.body) == ("Orders", 1, b"k1")
+        assert header.msg_id == header.transaction_id == "k1" and header.tran_state_table_offset == 1  # the copy
+        assert shown.properties["TRANSACTION_CHECK_TIMES"] == "1"
+        copy = {**half, "offset_msg_id": header.offset_msg_id, "queue_offset": header.tran_state_table_offset}
+        end(client, copy, COMMIT, check=True)
+        assert delivered(server, "Orders") == ["k1"]
+        reactor.advance(5.0)  # decided: never checked again
+        assert [c for c in client.read() if c.code == C.CHECK_TRANSACTION_STATE] == []
+        end(client, half, COMMIT)  # the first phase's late decision, on the older copy: still once
+        assert delivered(server, "Orders") == ["k1"]
+    finally:
+        server.stop()
+
+
+def test_after_transaction_check_max_checks_the_half_message_is_discarded(tmp_path) -> None:
+    server, reactor = make_server(tmp_path, transaction_timeout_ms=1000, transaction_check_interval_ms=1000,
+                                  transaction_check_max=2)  # fmt: skip
+    try:
+        client = producer(server)
+        prepare(client, "Orders", "k1")
+        for _ in range(6):
+            reactor.advance(1.0)
+        checks = [c for c in client.read() if c.code == C.CHECK_TRANSACTION_STATE]
+        assert len(checks) == 2
+        assert server.store.max_offset(CHECK_MAX_TOPIC, 0) == 1
+        assert server.store.message_at(CHECK_MAX_TOPIC, 0, 0).properties["UNIQ_KEY"] == "k1"
+        assert delivered(server, "Orders") == []
+    finally:
+        server.stop()
+
+
+def test_without_a_live_producer_of_the_group_the_check_waits_for_one(tmp_path) -> None:
+    server, reactor = make_server(tmp_path, transaction_timeout_ms=1000, transaction_check_interval_ms=1000)
+    try:
+        client = producer(server)
+        prepare(client, "Orders", "k1")
+        client.conn.connectionLost(None)
+        reactor.advance(2.0)
+        assert server.transactions.counts["unanswered"] >= 1
+        again = producer(server, client_id="10.0.0.5@tx#2")
+        reactor.advance(1.0)
+        assert [c.code for c in again.read()].count(C.CHECK_TRANSACTION_STATE) == 1
+    finally:
+        server.stop()
+
+
+def test_decisions_survive_a_restart_and_only_undecided_half_messages_are_checked(tmp_path) -> None:
+    server, reactor = make_server(tmp_path, transaction_timeout_ms=1000, transaction_check_interval_ms=1000)
+    client = producer(server)
+    halves = [prepare(client, "Orders", f"k{i}") for i in range(3)]
+    end(client, halves[0], COMMIT)
+    end(client, halves[1], ROLLBACK)
+    server.stop()
+    server, reactor = make_server(tmp_path, transaction_timeout_ms=1000, transaction_check_interval_ms=1000)
+    try:
+        assert delivered(server, "Orders") == ["k0"]
+        client = producer(server)
+        reactor.advance(2.0)
+        checks = [c for c in client.read() if c.code == C.CHECK_TRANSACTION_STATE]
+        assert [decode_message(c.body)[0].body for c in checks] == [b"k2"]
+        header = CheckTransactionStateRequestHeader.from_ext(checks[0].ext_fields)
+        end(client, {**halves[2], "offset_msg_id": header.offset_msg_id,
+                     "queue_offset": header.tran_state_table_offset}, COMMIT, check=True)  # fmt: skip
+        assert delivered(server, "Orders") == ["k0", "k2"]
+    finally:
+        server.stop()
