@@ -84,6 +84,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("pullLogMode", "pull_log_mode", str, "all", "all, held or off"),
     Setting("clientStatsIntervalSeconds", "client_stats_interval_s", int, 60, "consumer running-info poll"),
     Setting("channelExpiredTimeout", "channel_expired_ms", int, 120_000, "close clients silent this long"),
+    Setting("enablePropertyFilter", "enable_property_filter", bool, True,
+            "serve SQL92 subscriptions (MessageSelector.bySql); false refuses them at the consumer's start"),
     Setting("rejectTransactionMessage", "reject_transaction_message", bool, False,
             "refuse transactional (half) messages with NO_PERMISSION"),
     Setting("transactionTimeOut", "transaction_timeout_ms", int, 6000,

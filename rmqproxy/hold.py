@@ -5,7 +5,8 @@ deadlines of held pulls sit in a heap, and one alarm (``rmqproxy.alarm``: a time
 reactor, to the microsecond) is set for the earliest; arrivals wake the pulls of their queue at
 once. Completion cases of a held pull, each ending it exactly once:
 
-A. arrival: a message for its queue at or past its offset whose tag hash matches its filter; the
+A. arrival: a message for its queue at or past its offset that its filter matches (tag hash, or an
+   SQL92 selector over its properties); the
    read is re-run and answered if it finds something, else the pull keeps holding (same deadline);
 B. timeout: its deadline passed; the read is re-run once and answered, whatever it finds;
 C. disconnect: its connection closed; it is dropped silently (nobody to answer);
@@ -59,7 +60,7 @@ class HeldPull:
         *,
         key: tuple[str, int],
         offset: int,
-        matches: Callable[[int], bool],
+        matches: Callable[[Arrival], bool],
         conn: Hashable,
         reread: Callable[[str, bool], bool],
         started: float,
@@ -161,7 +162,7 @@ class HoldService:
         if not pulls:
             return
         for pull in list(pulls.values()):
-            if pull.done or pull.offset > arrival.queue_offset or not pull.matches(arrival.tags_code):
+            if pull.done or pull.offset > arrival.queue_offset or not pull.matches(arrival):
                 continue
             self._remove(pull)
             if self._reread(pull, WAKE_ARRIVAL, False):
@@ -236,7 +237,7 @@ class HoldService:
         self.wakeups[wake] = self.wakeups.get(wake, 0) + 1
 
 
-def always(_tags_code: int) -> bool:
+def always(_arrival: Arrival) -> bool:
     return True
 
 

@@ -30,6 +30,7 @@ from .. import __version__
 from ..clients import ClientRegistry
 from ..config import SETTINGS, Config, java_text
 from ..dispatch import Route
+from ..sql92 import SelectorError, compile_selector
 from ..store import MessageStore
 from ..topics import TopicConfig, TopicTable, check_new_topic
 
@@ -215,13 +216,20 @@ class AdminProcessor:
         return request.response(ResponseCode.SUCCESS, body=GroupList(sorted(groups)).to_json())
 
     def check_client_config(self, request: RemotingCommand, header, conn) -> RemotingCommand:
-        """A consumer's start asks whether its subscription is served. Only tag filters are: an
-        SQL92 one gets the reference's refusal for ``enablePropertyFilter=false``, so the consumer
-        fails in ``start()`` instead of starting and failing every pull."""
+        """A starting consumer asks whether its subscription is served: a tag filter always; an
+        SQL92 one when ``enablePropertyFilter`` is on and it compiles (else 23, and the
+        consumer's ``start()`` fails, rather than every pull)."""
         body = CheckClientRequestBody.from_json(request.body) if request.body else CheckClientRequestBody()
-        kind = (body.subscription_data.expression_type if body.subscription_data is not None else None) or "TAG"
-        if kind != "TAG":
+        sub = body.subscription_data
+        kind = (sub.expression_type if sub is not None else None) or "TAG"
+        if kind == "TAG":
+            return request.response(ResponseCode.SUCCESS)
+        if kind != "SQL92" or not self.config.enable_property_filter:
             return request.response(ResponseCode.SYSTEM_ERROR, f"The broker does not support consumer to filter message by {kind}")
+        try:
+            compile_selector(sub.sub_string or "")
+        except SelectorError as exc:
+            return request.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"Invalid MessageSelector. {exc}")
         return request.response(ResponseCode.SUCCESS)
 
     def consumer_running_info(self, request: RemotingCommand, header, conn) -> RemotingCommand | defer.Deferred:

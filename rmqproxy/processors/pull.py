@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
 
-from codec.bodies import build_subscription
+from codec.bodies import SubscriptionData, build_subscription
 from codec.codes import RequestCode, ResponseCode, code_name
 from codec.command import RemotingCommand
 from codec.headers import PullMessageRequestHeader, PullMessageResponseHeader
@@ -30,7 +30,8 @@ from ..config import Config
 from ..dispatch import Route
 from ..hold import WAKE_DISCONNECT, WAKE_NONE, HeldPull, HoldService, always
 from ..pulllog import PullEvent
-from ..store import GetResult, GetStatus, MessageStore, TagFilter
+from ..sql92 import SelectorError, SqlFilter
+from ..store import GetResult, GetStatus, MessageFilter, MessageStore, TagFilter
 from ..topics import TopicTable, check_group_name
 
 SYSFLAG_COMMIT_OFFSET = 0x1
@@ -137,11 +138,9 @@ class PullProcessor:
             )
         sys_flag = header.sys_flag
         if sys_flag & SYSFLAG_SUBSCRIPTION:
-            if (header.expression_type or "TAG") != "TAG":
-                return request.response(
-                    ResponseCode.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92"
-                )
             subscription = build_subscription(header.topic, header.subscription, header.sub_version)
+            if (header.expression_type or "TAG") != "TAG":
+                subscription.sub_string, subscription.expression_type = header.subscription, header.expression_type
         else:
             group = self.clients.consumer_group(header.consumer_group)
             subscription = group.subscriptions.get(header.topic) if group is not None else None
@@ -149,17 +148,24 @@ class PullProcessor:
                 # The reference answers 24 (not registered) or 25 (registered one older than the
                 # client's), and the client retries 1-3 s later until its next heartbeat: up to
                 # 30 s of nothing after a broker restart (4.9.x does not re-heartbeat on
-                # reconnect) or a 5.x start-up heartbeat race. Serving without broker-side
-                # filtering is always safe: the client filters by its own tag strings.
+                # reconnect) or a 5.x start-up heartbeat race. Serving a tag consumer without
+                # broker-side filtering is safe: the client filters by its own tag strings. An
+                # SQL92 consumer is not filtered by its client, so it waits for its heartbeat.
+                if (header.expression_type or "TAG") != "TAG":
+                    return request.response(
+                        ResponseCode.SUBSCRIPTION_NOT_LATEST if subscription is not None else ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                        "the consumer's subscription not latest" if subscription is not None
+                        else "the consumer's subscription not exist",
+                    )  # fmt: skip
                 subscription = build_subscription(header.topic, "*", header.sub_version)
-            elif (subscription.expression_type or "TAG") != "TAG":
-                return request.response(
-                    ResponseCode.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92"
-                )
-        codes = subscription.code_set
-        tag_filter = None
-        if not (sys_flag & SYSFLAG_CLASS_FILTER or subscription.class_filter_mode or subscription.sub_string == "*"):
-            tag_filter = TagFilter(frozenset(codes))
+        tag_filter: MessageFilter | None = None
+        if (subscription.expression_type or "TAG") != "TAG":
+            sql = self._sql_filter(subscription, sys_flag & SYSFLAG_SUBSCRIPTION)
+            if isinstance(sql, tuple):
+                return request.response(*sql)
+            tag_filter = sql
+        elif not (sys_flag & SYSFLAG_CLASS_FILTER or subscription.class_filter_mode or subscription.sub_string == "*"):
+            tag_filter = TagFilter(frozenset(subscription.code_set))
 
         def read() -> GetResult:
             return self.store.get_message(
@@ -183,13 +189,27 @@ class PullProcessor:
                 return held
         return self._answer(pull, result)
 
+    def _sql_filter(self, subscription: SubscriptionData, in_request: int) -> SqlFilter | tuple[int, str]:
+        """The SQL92 filter of a subscription, or the reference's refusal: property filtering off
+        (1), an expression sent with the pull that does not compile (23), a registered one that
+        does not (27; CHECK_CLIENT_CONFIG refused it already at the consumer's start)."""
+        kind = subscription.expression_type
+        if kind != "SQL92" or not self.config.enable_property_filter:
+            return ResponseCode.SYSTEM_ERROR, f"The broker does not support consumer to filter message by {kind}"
+        try:
+            return SqlFilter(subscription.sub_string or "")
+        except SelectorError:
+            if in_request:
+                return ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed"
+            return ResponseCode.FILTER_DATA_NOT_EXIST, "The broker's consumer filter data is not exist!Your expression may be wrong!"
+
     def _answer(self, pull: PullContext, result: GetResult) -> RemotingCommand:
         """The pull response for ``result``; records its next begin offset as the group's pulled one."""
         header = pull.header
         self.store.offsets.record_pulled(header.consumer_group, header.topic, header.queue_id, result.next_begin_offset)
         return pull_response(pull.request, result, header.queue_offset)
 
-    def _hold(self, pull: PullContext, read: Callable[[], GetResult], tag_filter: TagFilter | None):
+    def _hold(self, pull: PullContext, read: Callable[[], GetResult], tag_filter: MessageFilter | None):
         """Hold the pull until something matching arrives or its deadline; None if not held."""
         header = pull.header
         if self.config.long_polling:
@@ -216,7 +236,7 @@ class PullProcessor:
 
         held = HeldPull(
             key=(header.topic, header.queue_id), offset=header.queue_offset,
-            matches=tag_filter.matches_tags_code if tag_filter is not None else always, conn=pull.conn,
+            matches=tag_filter.matches_arrival if tag_filter is not None else always, conn=pull.conn,
             reread=reread, started=started, deadline=started + timeout_s, group=header.consumer_group,
         )  # fmt: skip
         if not self.holds.hold(held):

@@ -190,7 +190,15 @@ class GetResult:
 
 
 class MessageFilter(Protocol):
+    """A pull's filter: first on the consume-queue entry's tag hash, then, for filters that need
+    the message itself (SQL92), on the record (``matches_record``; None when not needed), and on
+    an arrival for a held pull."""
+
+    matches_record: Callable[[bytes], bool] | None
+
     def matches_tags_code(self, tags_code: int) -> bool: ...
+
+    def matches_arrival(self, arrival: Arrival) -> bool: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,9 +206,13 @@ class TagFilter:
     """Broker-side tag filter by hash (``ExpressionMessageFilter``): None matches everything."""
 
     codes: frozenset[int] | None
+    matches_record = None  # the tag hash decides
 
     def matches_tags_code(self, tags_code: int) -> bool:
         return self.codes is None or tags_code in self.codes
+
+    def matches_arrival(self, arrival: Arrival) -> bool:
+        return self.codes is None or arrival.tags_code in self.codes
 
 
 class CompletionQueue:
@@ -733,6 +745,7 @@ class MessageStore:
         max_phys = self.commitlog.write_pos
         next_file_start = None
         examined = 0
+        matches_record = message_filter.matches_record if message_filter is not None else None
         for phys, size, tags_code in struct.iter_unpack(">qiq", buffer):
             if next_file_start is not None and phys < next_file_start:
                 examined += 1
@@ -764,10 +777,12 @@ class MessageStore:
                     result.status = GetStatus.MESSAGE_WAS_REMOVING
                 next_file_start = self.commitlog.roll_next(phys)
                 continue
+            next_file_start = None
+            if matches_record is not None and not matches_record(record):
+                continue
             messages.append(record)
             total += size
             result.status = GetStatus.FOUND
-            next_file_start = None
         result.next_begin_offset = offset + examined
         self.get_count += len(messages)
         return result

@@ -17,7 +17,7 @@ class Waiter:
     """A held pull's owner: ``ready`` says whether a re-read would find something."""
 
     def __init__(self, service: HoldService, clock: task.Clock, *, key=("T", 0), offset=5, timeout=15.0,
-                 conn="c1", matches=lambda code: True) -> None:  # fmt: skip
+                 conn="c1", matches=lambda arrival: True) -> None:  # fmt: skip
         self.ready = False
         self.answers: list[tuple[str, bool]] = []
         self.pull = HeldPull(key=key, offset=offset, matches=matches, conn=conn, reread=self.reread,
@@ -55,7 +55,7 @@ def test_an_arrival_before_the_pulled_offset_does_not_wake() -> None:
 
 def test_filter_miss_keeps_holding_with_the_same_deadline() -> None:
     service, clock = setup()
-    waiter = Waiter(service, clock, matches=lambda code: code == 7)
+    waiter = Waiter(service, clock, matches=lambda arrival: arrival.tags_code == 7)
     waiter.ready = True
     arrive(service, "T", 0, 5, 8)
     assert waiter.answers == []

@@ -1,12 +1,10 @@
 """Features rmqproxy does not serve yet are refused where a client first asks, with the
-reference's code and remark, never accepted and then ignored: 5.x timer messages at the send,
-SQL92 subscriptions at CHECK_CLIENT_CONFIG."""
+reference's code and remark, never accepted and then ignored: 5.x timer messages at the send."""
 
 from __future__ import annotations
 
 import pytest
 
-from codec.bodies import CheckClientRequestBody, build_subscription
 from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.message import BatchItem, encode_batch
@@ -40,18 +38,3 @@ def test_a_delay_level_wins_over_timer_properties_as_in_the_reference(server) ->
     assert answer.code == R.SUCCESS
     parked = server.store.message_at("SCHEDULE_TOPIC_XXXX", 1, 0)
     assert parked.properties["REAL_TOPIC"] == "Timed" and "TIMER_DELAY_SEC" not in parked.properties
-
-
-def check_client(server, expression_type: str | None) -> tuple[int, str | None]:
-    sub = build_subscription("T", "a > 1")
-    sub.expression_type = expression_type
-    body = CheckClientRequestBody("10.0.0.5@1#1", "cg", sub).to_json()
-    answer = Client(server).call(C.CHECK_CLIENT_CONFIG, body=body)
-    return answer.code, answer.remark
-
-
-def test_check_client_config_refuses_sql92_and_takes_tags(server) -> None:
-    assert check_client(server, "SQL92") == (R.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92")
-    assert check_client(server, "TAG")[0] == R.SUCCESS
-    assert check_client(server, None)[0] == R.SUCCESS
-    assert Client(server).call(C.CHECK_CLIENT_CONFIG).code == R.SUCCESS

@@ -1,0 +1,122 @@
+"""SQL92 selectors: the grammar and three-valued evaluation of the reference, and on the whole
+server the check at a consumer's start, filtered pulls and held pulls woken only by a match."""
+
+from __future__ import annotations
+
+import pytest
+
+from codec.bodies import CheckClientRequestBody, ConsumerData, HeartbeatData, ProducerData, SubscriptionData
+from codec.codes import RequestCode as C
+from codec.codes import ResponseCode as R
+from codec.message import decode_messages
+from rmqproxy.sql92 import SelectorError, SqlFilter
+
+from .harness import Client, make_server
+from .test_broker import pull, send_header
+
+PROPS = {"a": "5", "b": "x", "f": "2.5", "flag": "TRUE", "TAGS": "TagA", "big": "3000000000"}
+
+
+@pytest.mark.parametrize(("selector", "expected"), [
+    ("a = 5", True), ("a > 4 AND a < 6", True), ("a >= 6", False), ("a <> 5", False),
+    ("b = 'x'", True), ("b = 'y'", False), ("b <> 'y'", True), ("TAGS = 'TagA'", True),
+    ("a BETWEEN 1 AND 5", True), ("a NOT BETWEEN 1 AND 5", False), ("a BETWEEN 6 AND 9", False),
+    ("b IN ('x', 'z')", True), ("b NOT IN ('x', 'z')", False), ("b IN ('it''s')", False),
+    ("missing IS NULL", True), ("a IS NOT NULL", True), ("a IS NULL", False),
+    ("missing = 'x'", False), ("missing <> 'x'", False), ("missing NOT IN ('x')", False),  # NULL: unknown
+    ("missing = 'x' OR a = 5", True), ("NOT (missing = 'x')", False), ("NOT (a = 6)", True),
+    ("f > 2.0", True), ("f = 2.5", True), ("a = 5.0", True), ("a > -1", True), ("big > 10.0", True), ("big > 2999999999", True),
+    ("flag = TRUE", True), ("flag = FALSE", False),
+    ("f > 2", False), ("big > 10", False), ("big > 10L", False),  # an int-sized literal (L or not) is an
+    # Integer, and Integer.valueOf fails on 2.5 and 3000000000: no match at all
+    ("f > 2 OR a = 5", False),  # a failed conversion anywhere: the whole selector does not match
+    ("a", False), ("b = 'x' AND a", False),  # a bare property is never TRUE
+    ("a = 5 -- trailing comment", True), ("/* c */ a = 5", True),
+    ("a=5 and b='x'", True), ("A = 5", False),  # keywords in any case; property names as written
+])  # fmt: skip
+def test_selector_evaluation_matches_the_reference(selector: str, expected: bool) -> None:
+    assert SqlFilter(selector).matches(PROPS) is expected
+
+
+@pytest.mark.parametrize("selector", [
+    "", "a =", "a = NULL", "a > 'x'", "a > TRUE", "a BETWEEN 5 AND 1", "a BETWEEN b AND 5", "5 IN ('x')",
+    "a IN (1, 2)", "(a = 1", "a = 0.0", "a = 1 AND", "a LIKE 'x%'", "a = 5 b c", "a == 1", "TRUE = 5", "a = 99999999999999999999",
+    "5",
+])  # fmt: skip
+def test_selectors_the_reference_does_not_compile_are_refused(selector: str) -> None:
+    with pytest.raises(SelectorError):
+        SqlFilter(selector)
+
+
+def sql_consumer(server, group: str, topic: str, selector: str) -> Client:
+    client = Client(server, f"10.0.0.7@{group}#1")
+    sub = SubscriptionData(topic, selector, [], [], 1, "SQL92", False)
+    data = HeartbeatData(client.client_id, [ProducerData("CLIENT_INNER_PRODUCER")],
+                         [ConsumerData(group, "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_FIRST_OFFSET", [sub], False)])
+    assert client.call(C.HEART_BEAT, body=data.to_json()).code == 0
+    return client
+
+
+def check_client(server, selector: str, kind: str | None = "SQL92") -> tuple[int, str | None]:
+    sub = SubscriptionData("T", selector, [], [], 1, kind, False)
+    answer = Client(server).call(C.CHECK_CLIENT_CONFIG, body=CheckClientRequestBody("10.0.0.5@1#1", "cg", sub).to_json())
+    return answer.code, answer.remark
+
+
+def test_check_client_config_takes_sql92_that_compiles_and_refuses_the_rest(tmp_path) -> None:
+    server, _ = make_server(tmp_path)
+    try:
+        assert check_client(server, "a > 1")[0] == R.SUCCESS
+        code, remark = check_client(server, "a >")
+        assert code == R.SUBSCRIPTION_PARSE_FAILED and remark.startswith("Invalid MessageSelector.")
+        assert check_client(server, "TagA", "TAG")[0] == R.SUCCESS
+        assert check_client(server, "x", "CLASS")[0] == R.SYSTEM_ERROR
+    finally:
+        server.stop()
+
+
+def test_with_enable_property_filter_false_sql92_is_refused_at_start_and_at_pull(tmp_path) -> None:
+    server, _ = make_server(tmp_path, enable_property_filter=False)
+    try:
+        assert check_client(server, "a > 1") == (R.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92")
+        consumer = sql_consumer(server, "cg", "T", "a > 1")
+        Client(server).call(C.SEND_MESSAGE_V2, send_header("T", 0, "a\x012"), b"m")
+        answer = consumer.answer(pull(consumer, "T", 0, expression_type="SQL92", sub_version=1))
+        assert answer.code == R.SYSTEM_ERROR
+    finally:
+        server.stop()
+
+
+def test_a_pull_returns_only_matching_messages_and_a_held_pull_wakes_only_for_a_match(tmp_path) -> None:
+    server, reactor = make_server(tmp_path)
+    try:
+        producer = Client(server)
+        for i in range(6):
+            assert producer.call(C.SEND_MESSAGE_V2, send_header("T", 0, f"a\x01{i}\x02KEYS\x01k{i}"), f"m{i}".encode()).code == 0
+        consumer = sql_consumer(server, "cg", "T", "a >= 2 AND a < 5")
+        answer = consumer.answer(pull(consumer, "T", 0, expression_type="SQL92", sub_version=1))
+        assert answer.code == R.SUCCESS
+        assert [m.body for m in decode_messages(answer.body)] == [b"m2", b"m3", b"m4"]
+        none = consumer.answer(pull(consumer, "T", 5, expression_type="SQL92", sub_version=1))
+        assert none.code == R.PULL_RETRY_IMMEDIATELY  # scanned, nothing matched: answered, not held
+        opaque = pull(consumer, "T", 6, expression_type="SQL92", sub_version=1, sys_flag=0x2)
+        assert consumer.answer(opaque) is None  # held at the queue's end
+        producer.call(C.SEND_MESSAGE_V2, send_header("T", 0, "a\x019"), b"no")
+        assert consumer.answer(opaque) is None and server.holds.count == 1  # not a match: still held
+        producer.call(C.SEND_MESSAGE_V2, send_header("T", 0, "a\x013"), b"yes")
+        woken = consumer.answer(opaque)
+        assert woken is not None and [m.body for m in decode_messages(woken.body)] == [b"yes"]
+    finally:
+        server.stop()
+
+
+def test_an_sql92_pull_before_its_subscription_is_registered_waits_for_the_heartbeat(tmp_path) -> None:
+    server, _ = make_server(tmp_path)
+    try:
+        producer = Client(server)
+        producer.call(C.SEND_MESSAGE_V2, send_header("T", 0, "a\x011"), b"m")
+        stranger = Client(server, "10.0.0.8@x#1")
+        answer = stranger.answer(pull(stranger, "T", 0, group="nobody", expression_type="SQL92", sub_version=1))
+        assert answer.code == R.SUBSCRIPTION_NOT_EXIST  # served unfiltered, it would get what it did not ask for
+    finally:
+        server.stop()
