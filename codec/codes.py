@@ -53,6 +53,9 @@ class RequestCode(enum.IntEnum):
     GET_CONSUMER_RUNNING_INFO = 307
     SEND_MESSAGE_V2 = 310
     SEND_BATCH_MESSAGE = 320
+    SEND_REPLY_MESSAGE = 324
+    SEND_REPLY_MESSAGE_V2 = 325
+    PUSH_REPLY_MESSAGE_TO_CLIENT = 326  # broker -> requesting client
     GET_TOPIC_CONFIG = 351  # 5.x (mqadmin topicStatus, consumerProgress)
     LITE_PULL_MESSAGE = 361  # 5.x
     # 5.x server-side rebalance / POP; answered REQUEST_CODE_NOT_SUPPORTED.

@@ -273,6 +273,11 @@ ConsumerSendMsgBackRequestHeader = _define(
     "ConsumerSendMsgBackRequestHeader",
     "offset:L! group:S! delayLevel:I! originMsgId:S originTopic:S unitMode:B=false maxReconsumeTimes:I" + _RPC_49,
 )
+ReplyMessageRequestHeader = _define(
+    "ReplyMessageRequestHeader",
+    "producerGroup:S! topic:S! defaultTopic:S! defaultTopicQueueNums:I! queueId:I! sysFlag:I! bornTimestamp:L! "
+    "flag:I! properties:S reconsumeTimes:I unitMode:B=false bornHost:S! storeHost:S! storeTimestamp:L!" + _TOPIC_RPC,
+)
 EndTransactionRequestHeader = _define(
     "EndTransactionRequestHeader",
     "topic:S^ producerGroup:S! tranStateTableOffset:L! commitLogOffset:L! commitOrRollback:I! "
@@ -376,6 +381,9 @@ REQUEST_HEADERS: dict[int, HeaderCodec] = {
     _C.GET_TOPIC_CONFIG: GetTopicConfigRequestHeader.CODEC,
     _C.SEND_MESSAGE_V2: SEND_V2,
     _C.SEND_BATCH_MESSAGE: SEND_V2,
+    _C.SEND_REPLY_MESSAGE: SendMessageRequestHeader.CODEC,
+    _C.SEND_REPLY_MESSAGE_V2: SEND_V2,
+    _C.PUSH_REPLY_MESSAGE_TO_CLIENT: ReplyMessageRequestHeader.CODEC,
 }
 
 #: Request code → codec of the header its SUCCESS response carries.

@@ -62,6 +62,7 @@ class ClientRegistry:
         self.consumers: dict[str, ConsumerGroup] = {}
         self.producers: dict[str, dict[Hashable, ClientInfo]] = {}
         self._clients: dict[Hashable, ClientInfo] = {}  # connection → what its last heartbeat said, and when
+        self._producer_by_id: dict[str, Hashable] = {}  # client id → its connection, for replies to requests
 
     def client_of(self, conn: Hashable) -> ClientInfo | None:
         """What ``conn``'s last heartbeat said of its client, if it sent one."""
@@ -81,7 +82,14 @@ class ClientRegistry:
         for producer in data.producer_data_set:
             if producer.group_name:
                 self.producers.setdefault(producer.group_name, {})[conn] = info
+                if info.client_id:
+                    self._producer_by_id[info.client_id] = conn
         return changed
+
+    def producer_connection(self, client_id: str) -> Hashable | None:
+        """The connection of the producer client ``client_id`` (where a reply to its request goes)."""
+        conn = self._producer_by_id.get(client_id)
+        return conn if conn in self._clients else None
 
     def _register_consumer(self, conn: Hashable, info: ClientInfo, data: ConsumerData) -> bool:
         group = self.consumers.get(data.group_name)
@@ -112,7 +120,9 @@ class ClientRegistry:
 
     def connection_closed(self, conn: Hashable) -> list[str]:
         """A connection is gone: it leaves every group; return consumer groups that changed."""
-        self._clients.pop(conn, None)
+        info = self._clients.pop(conn, None)
+        if info is not None and self._producer_by_id.get(info.client_id) is conn:
+            del self._producer_by_id[info.client_id]
         for members in self.producers.values():
             members.pop(conn, None)
         return [name for name, group in self.consumers.items() if group.members.pop(conn, None) is not None]

@@ -86,6 +86,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("channelExpiredTimeout", "channel_expired_ms", int, 120_000, "close clients silent this long"),
     Setting("enablePropertyFilter", "enable_property_filter", bool, True,
             "serve SQL92 subscriptions (MessageSelector.bySql); false refuses them at the consumer's start"),
+    Setting("storeReplyMessageEnable", "store_reply_message", bool, True,
+            "also store replies to requests in <cluster>_REPLY_TOPIC (they are pushed to the requester either way)"),
     Setting("rejectTransactionMessage", "reject_transaction_message", bool, False,
             "refuse transactional (half) messages with NO_PERMISSION"),
     Setting("transactionTimeOut", "transaction_timeout_ms", int, 6000,

@@ -29,6 +29,7 @@ from .processors.lock import LockProcessor
 from .processors.namesrv import NameServer
 from .processors.pull import PullProcessor
 from .processors.send import SendProcessor
+from .processors.reply import ReplyProcessor
 from .processors.sendback import SendBackProcessor
 from .processors.transaction import TransactionProcessor
 from .rejects import Rejections
@@ -125,6 +126,7 @@ class Server:
         sendback = SendBackProcessor(self.store, self.topics)
         admin = AdminProcessor(config, self.store, self.topics, self.clients)
         transacting = TransactionProcessor(self.transactions, self.rejections)
+        replying = ReplyProcessor(config, self.store, self.clients, send)
         self.registry.register(
             LiveState(self.metrics, holds=self.holds, locks=self.locks, clients=self.clients, lag=self.store.consumer_lag,
                       pull_log=self.pull_log, rejections=self.rejections)
@@ -132,7 +134,8 @@ class Server:
         self.client_stats = ClientStats(self.clients, self.metrics)
         self.dispatcher = Dispatcher(
             [*names.routes(), *send.routes(), *self.pulls.routes(), *self.consumers.routes(), *sendback.routes(),
-             *admin.routes(), *locking.routes(), *transacting.routes()],
+             *admin.routes(), *locking.routes(), *transacting.routes(),
+             *replying.routes()],
             clock=reactor, on_answer=hooks.on_request, on_reject=self.rejections,
         )  # fmt: skip
         self.ports: list[IListeningPort] = []

@@ -123,6 +123,7 @@ class TopicTable:
             TopicConfig(OFFSET_MOVED_EVENT, 1, 1),
             TopicConfig(cluster, 16, 16, PERM_READ | PERM_WRITE | PERM_INHERIT),
             TopicConfig(broker, 1, 1, PERM_READ | PERM_WRITE | PERM_INHERIT),
+            TopicConfig(reply_topic(cluster), 1, 1, PERM_READ | PERM_WRITE),
         ]
         for config in builtin:
             self.topics[config.name] = config
@@ -180,6 +181,11 @@ class TopicTable:
     def close(self) -> None:
         """Write what is pending and stop the writer (shutdown)."""
         self._writer.close()
+
+
+def reply_topic(cluster: str) -> str:
+    """Where replies to requests are stored (Java ``MixAll.getReplyTopic``)."""
+    return f"{cluster}_REPLY_TOPIC"
 
 
 def retry_topic(group: str) -> str:

@@ -23,7 +23,7 @@ from ..config import Config
 from ..dispatch import Route
 from ..store import MessageStore, PutResult, PutStatus, PutTicket
 from ..store.delay import SCHEDULE_TOPIC
-from ..topics import DLQ_PREFIX, NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX, TopicTable, check_new_topic, dlq_topic
+from ..topics import DLQ_PREFIX, NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX, TopicConfig, TopicTable, check_new_topic, dlq_topic
 from ..transactions import TransactionService, is_prepared, to_half
 
 DEFAULT_MAX_RECONSUME_TIMES = 16
@@ -133,29 +133,10 @@ class SendProcessor:
         ]
 
     def send(self, request: RemotingCommand, header, conn) -> RemotingCommand | defer.Deferred:
-        if header.topic in NOT_ALLOWED_SEND_TOPICS:
-            return request.response(ResponseCode.NO_PERMISSION, f"Sending message to topic[{header.topic}] is forbidden.")
-        topic = self.topics.get(header.topic)  # a known topic already has a valid name
-        if topic is None:
-            problem = check_new_topic(header.topic)
-            if problem is not None:
-                return request.response(ResponseCode.SYSTEM_ERROR, problem)
-            topic = self.topics.create_on_send(
-                header.topic, header.default_topic or "", header.default_topic_queue_nums or 4
-            )
-            if topic is None:
-                return request.response(
-                    ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist, apply first please!"
-                )
-        if not topic.writable:
-            return request.response(ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] sending is forbidden")
-        queue_id = header.queue_id
-        if queue_id < 0:
-            queue_id = next(self._round_robin) % max(1, topic.write_queue_nums)
-        elif queue_id >= topic.queue_count:
-            return request.response(
-                ResponseCode.SYSTEM_ERROR, f"request queueId[{queue_id}] is illegal, topic: {header.topic}"
-            )
+        target = self.target(request, header)
+        if target.__class__ is RemotingCommand:
+            return target
+        topic, queue_id = target
         properties = string_to_properties(header.properties or "")
         properties.pop("WAIT", None)
         if not _timer_allowed(properties):
@@ -203,6 +184,34 @@ class SendProcessor:
                 return self._too_large(request)
             ticket = self.store.put(message(request.body, properties, header.flag))
         return when_stored(ticket, self._answer, request)
+
+    def target(self, request: RemotingCommand, header) -> tuple[TopicConfig, int] | RemotingCommand:
+        """The topic and queue a send (or a reply) goes to, the topic created on a first send as
+        its template allows; or the reference's refusal."""
+        if header.topic in NOT_ALLOWED_SEND_TOPICS:
+            return request.response(ResponseCode.NO_PERMISSION, f"Sending message to topic[{header.topic}] is forbidden.")
+        topic = self.topics.get(header.topic)  # a known topic already has a valid name
+        if topic is None:
+            problem = check_new_topic(header.topic)
+            if problem is not None:
+                return request.response(ResponseCode.SYSTEM_ERROR, problem)
+            topic = self.topics.create_on_send(
+                header.topic, header.default_topic or "", header.default_topic_queue_nums or 4
+            )
+            if topic is None:
+                return request.response(
+                    ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist, apply first please!"
+                )
+        if not topic.writable:
+            return request.response(ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] sending is forbidden")
+        queue_id = header.queue_id
+        if queue_id < 0:
+            queue_id = next(self._round_robin) % max(1, topic.write_queue_nums)
+        elif queue_id >= topic.queue_count:
+            return request.response(
+                ResponseCode.SYSTEM_ERROR, f"request queueId[{queue_id}] is illegal, topic: {header.topic}"
+            )
+        return topic, queue_id
 
     def _prepare(self, request: RemotingCommand, msg: Message) -> RemotingCommand | defer.Deferred:
         """A transaction's half message: stored out of its topic's sight until END_TRANSACTION."""

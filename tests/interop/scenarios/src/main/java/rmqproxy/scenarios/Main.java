@@ -18,8 +18,8 @@ import java.util.Map;
  * java -cp ... rmqproxy.scenarios.Main SCENARIO --namesrv HOST:PORT [--option value ...]
  * </pre>
  *
- * <p>Scenarios: send, push, litepull, tags, tagskip, retry, restart, rebalance, mqadmin, transaction, sql
- * (see each class).
+ * <p>Scenarios: send, push, litepull, tags, tagskip, retry, restart, rebalance, mqadmin, transaction, sql,
+ * reply (see each class).
  * stdout carries only progress lines (free text, and "PROGRESS k=v ..." for the restart
  * scenario) and exactly one final line {@code RESULT {json}}; everything else the JVM or the
  * RocketMQ libraries print is redirected to stderr.  A scenario that throws still prints a
@@ -82,9 +82,11 @@ public final class Main {
                 return TransactionScenario.run(a);
             case "sql":
                 return SqlScenario.run(a);
+            case "reply":
+                return ReplyScenario.run(a);
             default:
                 throw new IllegalArgumentException("unknown scenario " + a.scenario
-                    + " (send, push, litepull, tags, tagskip, retry, restart, rebalance, mqadmin, transaction, sql)");
+                    + " (send, push, litepull, tags, tagskip, retry, restart, rebalance, mqadmin, transaction, sql, reply)");
         }
     }
 

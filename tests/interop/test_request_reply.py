@@ -1,0 +1,34 @@
+"""Request-reply with the real Java clients of both lines (``DefaultMQProducer.request`` and
+``MessageUtil.createReplyMessage``), against rmqproxy and against the reference Apache RocketMQ
+4.9.7 broker: every request gets its reply, on ``<cluster>_REPLY_TOPIC``.
+
+Where the reference differs: nowhere this test looks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from .scenario_checks import explain, no_error
+from .scenario_runner import ScenarioProgram, unique_name
+from .server import ScenarioServer, start_target
+
+
+@pytest.fixture(scope="module", params=["rmqproxy", "apache"])
+def server(request: pytest.FixtureRequest) -> Iterator[ScenarioServer]:
+    srv = start_target(request.param)
+    try:
+        yield srv
+    finally:
+        srv.close()
+
+
+def test_every_request_gets_its_reply(program: ScenarioProgram, server: ScenarioServer) -> None:
+    result = program.run("reply", namesrv=server.namesrv, topic=unique_name("Req", program.line),
+                         group=unique_name("ReqCg", program.line), count=5)  # fmt: skip
+    no_error(result, server)
+    assert result["failures"] == [], explain(result, server, "failures", "replies")
+    assert result["replies"] == [f"re:q{i}" for i in range(5)], explain(result, server, "replies")
+    assert set(result["reply_topics"]) == {"DefaultCluster_REPLY_TOPIC"}, explain(result, server, "reply_topics")
