@@ -34,6 +34,7 @@ from .processors.sendback import SendBackProcessor
 from .processors.transaction import TransactionProcessor
 from .rejects import Rejections
 from .store import MessageStore
+from .timers import TimerService
 from .topics import TopicTable
 from .transactions import TransactionService, TransactionSettings
 from .transport import Connection, ReplyBuffers
@@ -100,6 +101,8 @@ class Server:
         self.store.add_arrival_listener(self.holds.arrived)
         self.delayed = DelayedDelivery(self.store, reactor)
         self.store.add_arrival_listener(self.delayed.arrived)
+        self.timers = TimerService(self.store, reactor.seconds, lambda fire: precise_alarm(reactor, fire))
+        self.store.add_arrival_listener(self.timers.arrived)
         names = NameServer(config, self.topics)
         self.transactions = TransactionService(
             self.store, self.topics, self.clients,
@@ -162,6 +165,7 @@ class Server:
                 self.config.metrics_port, Site(MetricsResource(self.registry)), interface=host
             ))  # fmt: skip
         self.delayed.start()
+        self.timers.start()
         expired_s = self.config.channel_expired_ms / 1000
         periodic = [(600.0, self.store.delete_expired), (DISK_CHECK_INTERVAL_S, self.store.check_disk),
                     (IDLE_FILES_INTERVAL_S, self.store.release_idle_files),
@@ -224,7 +228,7 @@ class Server:
                 loop.stop()
         for port in self.ports:
             port.stopListening()
-        for step in (self.delayed.stop, self.holds.shutdown, self.pull_log.close, self.locks.close,
+        for step in (self.delayed.stop, self.timers.stop, self.holds.shutdown, self.pull_log.close, self.locks.close,
                      self.topics.close):
             try:
                 step()

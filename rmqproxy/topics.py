@@ -15,7 +15,7 @@ import re
 import threading
 from pathlib import Path
 
-from .store.delay import SCHEDULE_TOPIC
+from .store.delay import SCHEDULE_TOPIC, TIMER_TOPIC
 from .store.files import JsonWriter, read_json
 
 PERM_PRIORITY = 8
@@ -36,7 +36,7 @@ SYSTEM_TOPICS = frozenset({AUTO_CREATE_TOPIC, SCHEDULE_TOPIC, SELF_TEST_TOPIC, O
                            CHECK_MAX_TOPIC})  # fmt: skip
 #: Topics only the broker writes (``TopicValidator``'s not-allowed-send set): a send is NO_PERMISSION.
 NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT, HALF_TOPIC, OP_TOPIC,
-                                     CHECK_MAX_TOPIC})  # fmt: skip
+                                     CHECK_MAX_TOPIC, TIMER_TOPIC})  # fmt: skip
 
 
 def is_system_topic(topic: str) -> bool:

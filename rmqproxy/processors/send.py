@@ -24,6 +24,7 @@ from ..dispatch import Route
 from ..store import MessageStore, PutResult, PutStatus, PutTicket
 from ..store.delay import SCHEDULE_TOPIC
 from ..topics import DLQ_PREFIX, NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX, TopicConfig, TopicTable, check_new_topic, dlq_topic
+from ..timers import TIMER_PROPERTIES, TimerRefused, TimerService, timer_delivery
 from ..transactions import TransactionService, is_prepared, to_half
 
 DEFAULT_MAX_RECONSUME_TIMES = 16
@@ -40,26 +41,6 @@ _PUT_STATUS_CODES = {
     PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
 }
-
-
-#: 5.x timer properties (``setDeliverTimeMs``, ``setDelayTimeSec``, ``setDelayTimeMs``).
-TIMER_PROPERTIES = ("TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
-#: The answer to a timer message: the reference's for ``timerWheelEnable=false``, which is what
-#: rmqproxy is until it has a timer store. Delivering it at once would ignore what was asked.
-TIMER_REFUSED = ("accurate timer message is not enabled, timerWheelEnable is false (rmqproxy has no timer store: "
-                 "use a delay level)")
-
-
-def _timer_allowed(properties: dict[str, str]) -> bool:
-    """False for a timer message; as the reference, a delay level wins and drops its timer properties."""
-    if not any(key in properties for key in TIMER_PROPERTIES):
-        return True
-    level = properties.get("DELAY", "")
-    if level.isdigit() and int(level) > 0:
-        for key in TIMER_PROPERTIES:
-            properties.pop(key, None)
-        return True
-    return False
 
 
 def retries_used_up(reconsume_times: int, max_reconsume_times: int | None) -> bool:
@@ -139,8 +120,11 @@ class SendProcessor:
         topic, queue_id = target
         properties = string_to_properties(header.properties or "")
         properties.pop("WAIT", None)
-        if not _timer_allowed(properties):
-            return request.response(ResponseCode.SYSTEM_ERROR, TIMER_REFUSED)
+        now_ms = int(self.store.clock() * 1000)
+        try:
+            deliver_ms = timer_delivery(properties, now_ms, self.config.timer_max_delay_sec, self.config.timer_wheel_enable)
+        except TimerRefused as refused:
+            return request.response(refused.code, refused.remark)
         properties["CLUSTER"] = self.config.cluster_name
         topic_name = header.topic
         if topic_name.startswith(RETRY_PREFIX) and not header.batch:
@@ -167,8 +151,8 @@ class SendProcessor:
             for item in items:
                 props = dict(item.properties)
                 props.pop("WAIT", None)
-                if not _timer_allowed(props):
-                    return request.response(ResponseCode.SYSTEM_ERROR, TIMER_REFUSED)
+                if any(key in props for key in TIMER_PROPERTIES):
+                    return request.response(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be timer messages")
                 for key, value in properties.items():
                     props.setdefault(key, value)  # an item's own properties win (apache/rocketmq#9416)
                 if "DELAY" in props:
@@ -178,11 +162,16 @@ class SendProcessor:
                 return self._too_large(request)
             ticket = self.store.put_batch(msgs)
         elif is_prepared(properties):
+            if deliver_ms is not None:
+                return request.response(ResponseCode.MESSAGE_ILLEGAL, "a transactional message cannot be a timer message")
             return self._prepare(request, message(request.body, properties, header.flag))
         else:
             if len(request.body) > self.config.max_message_size:
                 return self._too_large(request)
-            ticket = self.store.put(message(request.body, properties, header.flag))
+            msg = message(request.body, properties, header.flag)
+            if deliver_ms is not None:
+                TimerService.park(msg, deliver_ms, now_ms)
+            ticket = self.store.put(msg)
         return when_stored(ticket, self._answer, request)
 
     def target(self, request: RemotingCommand, header) -> tuple[TopicConfig, int] | RemotingCommand:

@@ -9,6 +9,8 @@ offsets per level survive restarts in ``config/delayOffset.json``.
 from __future__ import annotations
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+#: 5.x timer messages wait here (``rmqproxy/timers.py``); their tags code is ``TIMER_OUT_MS``.
+TIMER_TOPIC = "rmq_sys_wheel_timer"
 DEFAULT_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 

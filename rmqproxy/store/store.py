@@ -29,7 +29,7 @@ import shutil
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
@@ -52,7 +52,7 @@ from codec.message import (
 
 from .commitlog import CommitLog
 from .consumequeue import UNIT, ConsumeQueue
-from .delay import DEFAULT_LEVELS, SCHEDULE_TOPIC, parse_levels
+from .delay import DEFAULT_LEVELS, SCHEDULE_TOPIC, TIMER_TOPIC, parse_levels
 from .files import read_json, write_json_atomic
 from .index import KeyIndex
 from .mapped import Allocate, OpenBudget
@@ -561,6 +561,9 @@ class MessageStore:
         """The consume-queue tags code: the tag's hash, or a parked message's delivery time."""
         if msg.topic == SCHEDULE_TOPIC:
             return self._deliver_time(msg)
+        if msg.topic == TIMER_TOPIC:
+            due = msg.properties.get("TIMER_OUT_MS", "")
+            return int(due) if due.isdigit() else 0
         tags = msg.properties.get("TAGS")
         return (self._tag_codes.get(tags) or self._tag_code(tags)) if tags else 0
 
@@ -947,18 +950,23 @@ class MessageStore:
                     break
                 parked = self.look_message(phys)
                 if parked is not None:
-                    self._deliver(parked)
+                    self.unpark(parked)
                 offset += 1
             self._delay_offsets[level] = offset
         return next_due
 
-    def _deliver(self, parked: Message) -> None:
+    def unpark(self, parked: Message, drop: tuple[str, ...] = ("DELAY",), add: dict[str, str] | None = None) -> PutTicket | None:
+        """Put a parked message (delay level or timer) into its ``REAL_TOPIC`` and ``REAL_QID``,
+        without the ``drop`` properties and with ``add``; None if it names no real topic."""
         props = dict(parked.properties)
         topic = props.pop("REAL_TOPIC", None)
         queue_id = props.pop("REAL_QID", "0")
-        props.pop("DELAY", None)
+        for key in drop:
+            props.pop(key, None)
+        if add:
+            props.update(add)
         if topic is None:
-            return
+            return None
         msg = Message(
             topic,
             parked.body,
@@ -971,7 +979,18 @@ class MessageStore:
             reconsume_times=parked.reconsume_times,
             prepared_transaction_offset=parked.prepared_transaction_offset,
         )
-        self.put(msg)
+        return self.put(msg)
+
+    def tags_codes(self, topic: str, queue_id: int, start: int) -> Iterator[tuple[int, int]]:
+        """(queue offset, tags code) of each entry of a queue from ``start`` to its end (a parked
+        queue's tags codes are delivery times)."""
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            return
+        for offset in range(max(start, cq.min_offset), cq.max_offset):
+            entry = cq.entry(offset)
+            if entry is not None:
+                yield offset, entry[2]
 
     # --- retention ------------------------------------------------------------------------
 

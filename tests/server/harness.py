@@ -126,9 +126,12 @@ class Client:
         assert self.call(RequestCode.HEART_BEAT, body=data.to_json()).code == 0
 
 
-def make_server(tmp_path: Path, **overrides: Any) -> tuple[Server, FakeReactor]:
+def make_server(tmp_path: Path, *, started_after_s: float = 0.0, **overrides: Any) -> tuple[Server, FakeReactor]:
+    """A started server on ``tmp_path``; its clock starts ``started_after_s`` past the usual start
+    (a restart that comes later than the first start)."""
     values = {"store_path": str(tmp_path / "store"), "listen_port": 9876, "metrics_port": 0, **overrides}
     reactor = FakeReactor()
+    reactor.advance(started_after_s)
     server = Server(Config(**values), reactor)
     server.start()
     return server, reactor
