@@ -24,6 +24,10 @@ __all__ = ["REFERENCE_VERSION", "ApacheBroker"]
 
 REFERENCE_VERSION = os.environ.get("RMQ_REFERENCE_BROKER_VERSION", "4.9.7")
 PROJECT = Path(__file__).resolve().parent / "scenarios" / "reference-broker"
+#: The 5.x broker, for what 4.9.x lacks (timer messages). Its name server is not published to
+#: Maven Central, so it registers with the 4.9.7 name server.
+REFERENCE_5_VERSION = "5.3.1"
+PROJECT_5 = Path(__file__).resolve().parent / "scenarios" / "reference-broker5"
 
 _LOGBACK = """<?xml version="1.0" encoding="UTF-8"?>
 <configuration>
@@ -82,8 +86,12 @@ class ApacheBroker(ScratchServer):
         broker_conf: dict[str, str] | None = None,
         workdir: Path | None = None,
         jvm: dict[str, list[str]] = TEST_JVM,
+        broker_5: bool = False,
     ) -> None:
         self.classpath = build_classpath(PROJECT, REFERENCE_VERSION)
+        self.broker_classpath = build_classpath(PROJECT_5, REFERENCE_5_VERSION) if broker_5 else self.classpath
+        if broker_5:
+            self.name = f"apache-{REFERENCE_5_VERSION}"
         self.jvm = jvm  # heap, collector and compiler flags per role (TEST_JVM or SCRIPT_JVM)
         super().__init__(workdir, "rmq-reference-")
         self.namesrv_port = free_port()
@@ -148,7 +156,7 @@ class ApacheBroker(ScratchServer):
             shutil.which("java") or "java", *self.jvm[role], *_JVM_FLAGS,
             f"-Duser.home={self.workdir}",
             f"-Drocketmq.home.dir={self.home}",
-            "-cp", self.classpath, main_class, "-c", str(conf),
+            "-cp", self.broker_classpath if role == "broker" else self.classpath, main_class, "-c", str(conf),
         ]
         env = {**os.environ, "ROCKETMQ_HOME": str(self.home)}
         env.pop("ROCKETMQ_SERIALIZE_TYPE", None)

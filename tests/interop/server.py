@@ -291,11 +291,12 @@ class RunningServer(ScratchServer):
 
 
 def start_target(kind: str, **kwargs: object) -> RunningServer:
-    """Start the server under test: ``"rmqproxy"`` (default) or ``"apache"`` (reference 4.9.7 broker)."""
+    """Start the server under test: ``"rmqproxy"`` (default), ``"apache"`` (reference 4.9.7 broker) or
+    ``"apache5"`` (the reference 5.x broker, for what 4.9.x lacks)."""
     if kind == "rmqproxy":
         return RunningServer(**kwargs)  # type: ignore[arg-type]
-    if kind == "apache":
+    if kind in ("apache", "apache5"):
         from .apache_broker import ApacheBroker
 
-        return ApacheBroker(**kwargs)  # type: ignore[arg-type,return-value]
-    raise ValueError(f"unknown scenario target {kind!r} (rmqproxy or apache)")
+        return ApacheBroker(broker_5=kind == "apache5", **kwargs)  # type: ignore[arg-type,return-value]
+    raise ValueError(f"unknown scenario target {kind!r} (rmqproxy, apache, or apache5: the 5.x broker)")

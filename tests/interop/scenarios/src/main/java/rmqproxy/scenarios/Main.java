@@ -19,7 +19,7 @@ import java.util.Map;
  * </pre>
  *
  * <p>Scenarios: send, push, litepull, tags, tagskip, retry, restart, rebalance, mqadmin, transaction, sql,
- * reply (see each class).
+ * reply, timer (see each class).
  * stdout carries only progress lines (free text, and "PROGRESS k=v ..." for the restart
  * scenario) and exactly one final line {@code RESULT {json}}; everything else the JVM or the
  * RocketMQ libraries print is redirected to stderr.  A scenario that throws still prints a
@@ -84,9 +84,11 @@ public final class Main {
                 return SqlScenario.run(a);
             case "reply":
                 return ReplyScenario.run(a);
+            case "timer":
+                return TimerScenario.run(a);
             default:
                 throw new IllegalArgumentException("unknown scenario " + a.scenario
-                    + " (send, push, litepull, tags, tagskip, retry, restart, rebalance, mqadmin, transaction, sql, reply)");
+                    + " (send, push, litepull, tags, tagskip, retry, restart, rebalance, mqadmin, transaction, sql, reply, timer)");
         }
     }
 
