@@ -38,6 +38,33 @@ RUNNING_INFO_TIMEOUT_S = 10.0  # the reference broker waits 10 s for the client
 MAX_QUERY_MESSAGES = 64  # a QUERY_MESSAGE answers at most this many (the reference's maxMsgsNumBatch)
 
 
+#: 5.x topic attributes (``+key=value``) and the values rmqproxy keeps: every topic is a plain
+#: queue topic, deleted by age, and takes every message type. Anything else would be a promise
+#: (compaction, batch consume queues, per-topic retention) accepted and not kept.
+KEPT_TOPIC_ATTRIBUTES = {
+    "queue.type": {"SimpleCQ"},
+    "cleanup.policy": {"DELETE"},
+    "message.type": {"NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED", "UNSPECIFIED"},
+    "reserve.time": {"-1"},
+}
+
+
+def unkept_topic_attribute(attributes: str | None) -> str | None:
+    """Why a topic's ``attributes`` ask for what rmqproxy does not do, or None."""
+    for item in (attributes or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        key, _, value = item.partition("=")
+        name = key.lstrip("+-")
+        if key.startswith("-") and name in KEPT_TOPIC_ATTRIBUTES:
+            continue  # back to the default, which is what is kept
+        if not key.startswith("+") or value not in KEPT_TOPIC_ATTRIBUTES.get(name, ()):
+            return (f"topic attribute {item} is not supported by rmqproxy: it keeps "
+                    + ", ".join(f"{k}={'|'.join(sorted(v))}" for k, v in KEPT_TOPIC_ATTRIBUTES.items()))
+    return None
+
+
 class AdminProcessor:
     def __init__(self, config: Config, store: MessageStore, topics: TopicTable, clients: ClientRegistry) -> None:
         self.config = config
@@ -94,6 +121,9 @@ class AdminProcessor:
             return request.response(
                 ResponseCode.SYSTEM_ERROR, f"The topic[{header.topic}] is conflict with system topic."
             )
+        unkept = unkept_topic_attribute(header.attributes)
+        if unkept is not None:
+            return request.response(ResponseCode.SYSTEM_ERROR, unkept)
         most = self.config.max_topic_queue_nums
         if not (1 <= header.read_queue_nums <= most and 1 <= header.write_queue_nums <= most):
             return request.response(
