@@ -222,7 +222,8 @@ class TimerService:
         low = offsets[0] if offsets else self.store.max_offset(TIMER_TOPIC, 0)
         if self._left_from is not None:
             low = min(low, self._left_from)
-        self.store.offsets.commit(TIMER_GROUP, TIMER_TOPIC, 0, low)
+        if low != (self.store.offsets.query(TIMER_GROUP, TIMER_TOPIC, 0) or 0):  # no entry until there is progress
+            self.store.offsets.commit(TIMER_GROUP, TIMER_TOPIC, 0, low)
 
     def _progress(self) -> int:
         stored = self.store.offsets.query(TIMER_GROUP, TIMER_TOPIC, 0)

@@ -207,7 +207,8 @@ class TransactionService:
                 if self._check_or_discard(half):
                     asked += 1
             offset += 1
-        self.store.offsets.commit(CHECK_GROUP, HALF_TOPIC, 0, offset)
+        if offset != (self.store.offsets.query(CHECK_GROUP, HALF_TOPIC, 0) or 0):  # no entry until there is progress
+            self.store.offsets.commit(CHECK_GROUP, HALF_TOPIC, 0, offset)
         self._forget_passed(offset)
         return asked
 
