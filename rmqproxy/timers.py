@@ -161,25 +161,41 @@ class TimerService:
         self._delivered.clear()
 
     def _load(self, start: int, after_ms: int | None, recovering: bool = False) -> None:
-        """Read the timers of the queue from ``start`` (those due after ``after_ms``, if given)."""
+        """Read the timers of the queue from ``start`` (those due after ``after_ms``, if given);
+        on ``recovering``, those already due are delivered unless their copy was."""
         now_ms = int(self.clock() * 1000)
+        due = []
         for offset, due_ms in self.store.tags_codes(TIMER_TOPIC, 0, start):
             if after_ms is not None and due_ms <= after_ms:
                 continue
-            if recovering and due_ms <= now_ms and self._was_delivered(offset, due_ms):
-                continue
-            self._add(due_ms, offset)
+            if recovering and due_ms <= now_ms:
+                due.append((offset, due_ms))
+            else:
+                self._add(due_ms, offset)
+        done = self._already_delivered(due)
+        for offset, due_ms in due:
+            if offset not in done:
+                self._add(due_ms, offset)
         self._commit_progress()
 
-    def _was_delivered(self, offset: int, due_ms: int) -> bool:
-        parked = self.store.message_at(TIMER_TOPIC, 0, offset)
-        if parked is None:
-            return True
-        key, topic = parked.properties.get("UNIQ_KEY"), parked.properties.get("REAL_TOPIC")
-        if not key or not topic:
-            return False
-        return any(decode_message(record)[0].properties.get("TIMER_OUT_MS") == str(due_ms)
-                   for record in self.store.query_by_key(topic, key, 8))  # fmt: skip
+    def _already_delivered(self, due: list[tuple[int, int]]) -> set[int]:
+        """The offsets among ``due`` whose delivered copy is in its real topic (found by its
+        ``UNIQ_KEY`` and ``TIMER_OUT_MS``; one pass over the key index per topic)."""
+        done: set[int] = set()
+        wanted: dict[str, dict[str, list[tuple[int, int]]]] = {}
+        for offset, due_ms in due:
+            parked = self.store.message_at(TIMER_TOPIC, 0, offset)
+            if parked is None:
+                done.add(offset)  # expired with its segment: nothing left to deliver
+                continue
+            key, topic = parked.properties.get("UNIQ_KEY"), parked.properties.get("REAL_TOPIC")
+            if key and topic:
+                wanted.setdefault(topic, {}).setdefault(key, []).append((offset, due_ms))
+        for topic, keys in wanted.items():
+            for key, records in self.store.messages_by_keys(topic, keys, 8).items():
+                outs = {decode_message(record)[0].properties.get("TIMER_OUT_MS") for record in records}
+                done |= {offset for offset, due_ms in keys[key] if str(due_ms) in outs}
+        return done
 
     def _arm(self) -> None:
         if self._alarm is None:

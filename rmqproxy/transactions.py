@@ -110,6 +110,7 @@ class TransactionService:
         # transactions decided while a copy of their half message may lie ahead of the check
         # offset: key -> the half queue's end when decided (no copy is made after a decision)
         self._decided: dict[str, int] = {}
+        self._fresh_from: int | None = None  # the half queue's end when this run first used it
         self._round_robin = itertools.count()
         self.counts = {"prepared": 0, "commit": 0, "rollback": 0, "checked": 0, "discarded": 0, "unanswered": 0}
 
@@ -118,6 +119,7 @@ class TransactionService:
     def prepared(self) -> None:
         """A half message was stored (counted; the half and op topics get their configs)."""
         self.counts["prepared"] += 1
+        self._fresh()
         if self.topics.get(HALF_TOPIC) is None:
             self._ensure_topics()
 
@@ -145,7 +147,7 @@ class TransactionService:
         if half.physical_offset != header.commit_log_offset:
             return ResponseCode.SYSTEM_ERROR, "The commit log offset wrong"
         key = _key(half)
-        if self._is_decided(key):
+        if self._decided_of([half]):
             log.info("transaction {key} of {group} is already decided: {decision} ignored",
                      key=key, group=header.producer_group, decision=_DECISIONS[decision])  # fmt: skip
             return ResponseCode.SUCCESS, "transaction already decided"
@@ -199,14 +201,15 @@ class TransactionService:
         offset = self._check_offset()
         end = min(self.store.max_offset(HALF_TOPIC, 0), offset + MAX_CHECKED_PER_PASS)
         asked = 0
-        while offset < end:
-            half = self.store.message_at(HALF_TOPIC, 0, offset)
-            if half is not None and not self._is_decided(_key(half)):
+        halves = [(o, self.store.message_at(HALF_TOPIC, 0, o)) for o in range(offset, end)]
+        decided = self._decided_of([half for _, half in halves if half is not None])
+        for at, half in halves:
+            if half is not None and _key(half) not in decided:
                 if now_ms - half.born_timestamp < self._immunity_ms(half):
                     break  # too young; so, nearly always, is everything after it
                 if self._check_or_discard(half):
                     asked += 1
-            offset += 1
+            offset = at + 1
         if offset != (self.store.offsets.query(CHECK_GROUP, HALF_TOPIC, 0) or 0):  # no entry until there is progress
             self.store.offsets.commit(CHECK_GROUP, HALF_TOPIC, 0, offset)
         self._forget_passed(offset)
@@ -280,14 +283,27 @@ class TransactionService:
         stored = self.store.offsets.query(CHECK_GROUP, HALF_TOPIC, 0)
         return max(stored or 0, self.store.min_offset(HALF_TOPIC, 0))
 
-    def _is_decided(self, key: str) -> bool:
-        """Whether the transaction has an op record: recent decisions are in memory, older ones
-        (and those of a previous run) are found through the key index of the op topic."""
-        return key in self._decided or bool(self.store.query_by_key(OP_TOPIC, key, 1))
+    def _fresh(self) -> int:
+        """The half queue offset from which every half message was stored in this run."""
+        if self._fresh_from is None:
+            self._fresh_from = self.store.max_offset(HALF_TOPIC, 0)
+        return self._fresh_from
+
+    def _decided_of(self, halves: list[Message]) -> set[str]:
+        """The keys of ``halves`` whose transaction has an op record. For a half message of this
+        run at or past the check offset the in-memory decisions say it all (a copy is made only
+        of an undecided one); the others are looked up in the op topic's key index, in one pass
+        (a pass reads every index file)."""
+        decided = {_key(h) for h in halves if _key(h) in self._decided}
+        live_from = max(self._fresh(), self._check_offset())
+        older = {_key(h) for h in halves if h.queue_offset < live_from} - decided
+        if older:
+            decided |= set(self.store.messages_by_keys(OP_TOPIC, older, 1))
+        return decided
 
     def _forget_passed(self, check_offset: int) -> None:
         """Drop in-memory decisions once no copy of theirs is ahead of ``check_offset`` (the op
-        topic's key index still answers for them)."""
+        topic's key index answers for half messages behind it)."""
         for key in [k for k, end in self._decided.items() if end <= check_offset]:
             del self._decided[key]
 

@@ -1,7 +1,8 @@
 // Load generator for bench/e2e.py (run as a single-file source program with rocketmq-client on
 // the classpath). "send": THREADS threads of sync 1 KiB sends, TOTAL messages, reporting msgs/s
 // and latency percentiles. "drain": a push consumer reading TOTAL messages from the first offset,
-// reporting msgs/s. Prints one line: RESULT {json}. An optional 7th argument of "send" paces its
+// reporting msgs/s. "txsend": transactional sends against plain ones (see txSend). Prints one line:
+// RESULT {json}. An optional 7th argument of "send" paces its
 // warm-up phase to that many msgs/s in all (bench/hold.py's moderate load), instead of flat out.
 import java.util.Arrays;
 import java.util.concurrent.CountDownLatch;
@@ -13,18 +14,27 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.SendStatus;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
 
 public class E2eBench {
+    /** Every message "txsend" got SEND_OK for, committed or plain (what the topic must hold). */
+    static final AtomicLong SENT = new AtomicLong();
+
     public static void main(String[] args) throws Exception {
         String mode = args[0];
         String namesrv = args[1];
         String topic = args[2];
         int total = Integer.parseInt(args[3]);
         int threads = Integer.parseInt(args[4]);
-        if (mode.equals("send")) {
+        if (mode.equals("txsend")) {
+            txSend(namesrv, topic, total, threads);
+        } else if (mode.equals("send")) {
             int warmupSeconds = args.length > 5 ? Integer.parseInt(args[5]) : 0;
             int rate = args.length > 6 ? Integer.parseInt(args[6]) : 0;
             send(namesrv, topic, total, threads, warmupSeconds, rate);
@@ -118,6 +128,71 @@ public class E2eBench {
             w.join();
         }
         return sent.get();
+    }
+
+    /** "txsend": TOTAL seconds of transactional sends (prepare, then a COMMIT the listener returns)
+     *  and TOTAL seconds of plain sync sends, alternating twice after a warm-up of each, from THREADS
+     *  threads: msgs/s of each kind (the median of its two rounds) and how many were committed. */
+    static void txSend(String namesrv, String topic, int seconds, int threads) throws Exception {
+        TransactionMQProducer producer = new TransactionMQProducer(topic + "-bench-txpg");
+        producer.setNamesrvAddr(namesrv);
+        producer.setCompressMsgBodyOverHowmuch(1 << 20);
+        AtomicLong committed = new AtomicLong();
+        producer.setTransactionListener(new TransactionListener() {
+            @Override
+            public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
+                committed.incrementAndGet();
+                return LocalTransactionState.COMMIT_MESSAGE;
+            }
+
+            @Override
+            public LocalTransactionState checkLocalTransaction(MessageExt msg) {
+                return LocalTransactionState.COMMIT_MESSAGE;
+            }
+        });
+        producer.start();
+        producer.send(new Message(topic, "warmup".getBytes()));
+        byte[] body = new byte[1024];
+        timed(producer, topic, body, threads, 3, true);
+        timed(producer, topic, body, threads, 3, false);
+        double[] tx = new double[2];
+        double[] plain = new double[2];
+        for (int round = 0; round < 2; round++) {
+            tx[round] = timed(producer, topic, body, threads, seconds, true);
+            plain[round] = timed(producer, topic, body, threads, seconds, false);
+        }
+        System.out.printf("RESULT {\"tx_msgs_per_s\":%.0f,\"plain_msgs_per_s\":%.0f,\"tx_rounds\":[%.0f,%.0f],\"plain_rounds\":[%.0f,%.0f],\"committed\":%d,\"sent_total\":%d}%n",
+            (tx[0] + tx[1]) / 2, (plain[0] + plain[1]) / 2, tx[0], tx[1], plain[0], plain[1], committed.get(), SENT.get());
+        producer.shutdown();
+    }
+
+    static double timed(TransactionMQProducer producer, String topic, byte[] body, int threads, int seconds, boolean tx)
+            throws Exception {
+        long start = System.nanoTime();
+        long end = start + seconds * 1_000_000_000L;
+        AtomicInteger sent = new AtomicInteger();
+        Thread[] workers = new Thread[threads];
+        for (int t = 0; t < threads; t++) {
+            workers[t] = new Thread(() -> {
+                while (System.nanoTime() < end) {
+                    try {
+                        Message m = new Message(topic, tx ? "Tx" : "Plain", body);
+                        SendResult r = tx ? producer.sendMessageInTransaction(m, null) : producer.send(m);
+                        if (r.getSendStatus() == SendStatus.SEND_OK) {
+                            sent.incrementAndGet();
+                            SENT.incrementAndGet();
+                        }
+                    } catch (Exception e) {
+                        // counted as not sent
+                    }
+                }
+            });
+            workers[t].start();
+        }
+        for (Thread w : workers) {
+            w.join();
+        }
+        return sent.get() / ((System.nanoTime() - start) / 1e9);
     }
 
     static void drain(String namesrv, String topic, int total) throws Exception {

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import struct
+from collections.abc import Iterable
 from pathlib import Path
 
 from codec.message import crc32
@@ -86,18 +87,28 @@ class KeyIndex:
 
     def lookup(self, topic: str, key: str) -> list[int]:
         """Physical offsets that may hold ``key`` in ``topic``, newest first, without duplicates."""
-        wanted = key_hash(topic, key)
-        found: dict[int, None] = {}
+        return self.lookup_many(topic, [key]).get(key, [])
+
+    def lookup_many(self, topic: str, keys: Iterable[str]) -> dict[str, list[int]]:
+        """``lookup`` of many keys of one topic in one pass over the index (a pass reads every
+        index file: callers with many keys must not make one each)."""
+        wanted: dict[int, list[str]] = {}
+        for key in keys:
+            wanted.setdefault(key_hash(topic, key), []).append(key)
+        found: dict[str, dict[int, None]] = {}
+        if not wanted:
+            return {}
         sources = [bytes(buf) for _, buf in sorted(self.pending.items(), reverse=True)]
         for path in sorted(self.directory.iterdir(), reverse=True):
             if path.name.isdigit():
                 data = path.read_bytes()
                 sources.append(data[: len(data) - len(data) % ENTRY.size])
         for data in sources:
-            hits = [phys for h, phys in ENTRY.iter_unpack(data) if h == wanted]
-            for phys in reversed(hits):
-                found.setdefault(phys)
-        return list(found)
+            hits = [(h, phys) for h, phys in ENTRY.iter_unpack(data) if h in wanted]
+            for h, phys in reversed(hits):
+                for key in wanted[h]:
+                    found.setdefault(key, {}).setdefault(phys)
+        return {key: list(physs) for key, physs in found.items()}
 
     def drop_segment(self, base: int) -> None:
         (self.directory / segment_name(base)).unlink(missing_ok=True)
