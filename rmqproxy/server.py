@@ -36,7 +36,7 @@ from .rejects import Rejections
 from .store import MessageStore
 from .timers import TimerService
 from .topics import TopicTable
-from .transactions import TransactionService, TransactionSettings
+from .transactions import OP_FLUSH_S, TransactionService, TransactionSettings
 from .transport import Connection, ReplyBuffers
 
 log = Logger()
@@ -170,7 +170,8 @@ class Server:
         periodic = [(600.0, self.store.delete_expired), (DISK_CHECK_INTERVAL_S, self.store.check_disk),
                     (IDLE_FILES_INTERVAL_S, self.store.release_idle_files),
                     (10.0, lambda: self.consumers.close_silent_clients(expired_s)), (0.5, self.pull_log.flush),
-                    (self.config.transaction_check_interval_ms / 1000, self.transactions.check)]  # fmt: skip
+                    (self.config.transaction_check_interval_ms / 1000, self.transactions.check),
+                    (OP_FLUSH_S, self.transactions.flush_ops)]  # fmt: skip
         if self.config.metrics_enabled:  # DISABLE measures nothing, clients' statistics included
             periodic.append((float(self.config.client_stats_interval_s), self.client_stats.poll))
         for interval, fn in periodic:
@@ -228,7 +229,7 @@ class Server:
                 loop.stop()
         for port in self.ports:
             port.stopListening()
-        for step in (self.delayed.stop, self.timers.stop, self.holds.shutdown, self.pull_log.close, self.locks.close,
+        for step in (self.delayed.stop, self.timers.stop, self.transactions.flush_ops, self.holds.shutdown, self.pull_log.close, self.locks.close,
                      self.topics.close):
             try:
                 step()

@@ -3,11 +3,11 @@
 A send whose ``TRAN_MSG`` property is true is a prepared (half) message. It is stored in
 ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0 with its real topic and queue in ``REAL_TOPIC`` /
 ``REAL_QID``, where no consumer of the real topic sees it. END_TRANSACTION (37) names it by
-commit-log offset: a commit stores a copy in the real topic (transaction bits COMMIT) and then an
-op record, a rollback only the op record. Op records go to ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` queue 0,
-tag ``d``, body the half message's queue offset in decimal, as the reference writes them, and the
-transaction's key in ``KEYS``: they make decisions durable, and the key index finds them after
-a restart or long after the check offset has passed them.
+commit-log offset: a commit stores a copy in the real topic (transaction bits COMMIT, its half
+message's queue offset in ``TRAN_PREPARED_QUEUE_OFFSET``), a rollback nothing there. Both are
+recorded in op records in ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` queue 0, tag ``d``, written in batches
+as 5.x brokers write them (body the half queue offsets, each followed by a comma; ``KEYS`` the
+transactions' keys), at most ``OP_BATCH`` decisions or ``OP_FLUSH_S`` apart.
 
 A transaction is known by the half message's ``UNIQ_KEY``, so each is decided once: a second
 decision, or one naming an older copy of the same half message, changes nothing.
@@ -20,9 +20,12 @@ one-way to a live producer of its group (``PGROUP``); the producer answers with 
 After ``transactionCheckMax`` checks it is moved to ``TRANS_CHECK_MAX_TIME_TOPIC`` and no longer
 checked. Copies are never deleted; the check group's offset is what moves.
 
-Known window: a commit stores the real message, then the op record. A kill -9 between the two
-appends (microseconds) leaves the transaction undecided after the restart; its check-back then
-commits it again, so that message can arrive twice. The reference has the same window.
+Whether a transaction is decided: for a half message of this run at or past the check offset,
+the in-memory decisions say it all. For the others (a previous run's, or behind the check offset)
+the key index is asked, once per batch of keys: an op record with the key, or a committed copy
+with the key and ``TRAN_PREPARED_QUEUE_OFFSET`` in the real topic. So a kill -9 before a commit's
+op record was written does not commit it twice when it is checked back: its copy says it is
+decided. A rollback whose op record was lost is checked back and rolled back again, harmlessly.
 """
 
 from __future__ import annotations
@@ -37,7 +40,15 @@ from twisted.logger import Logger
 from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
 from codec.headers import CheckTransactionStateRequestHeader
-from codec.message import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG, TRANSACTION_TYPE_MASK, HostPort, Message, encode_message
+from codec.message import (
+    BORNHOST_V6_FLAG,
+    STOREHOST_V6_FLAG,
+    TRANSACTION_TYPE_MASK,
+    HostPort,
+    Message,
+    decode_message,
+    encode_message,
+)
 
 from .clients import ClientRegistry
 from .store import MessageStore, PutResult, PutTicket
@@ -56,6 +67,9 @@ _DECISIONS = {TRANSACTION_COMMIT: "commit", TRANSACTION_ROLLBACK: "rollback"}
 
 #: Half messages one check pass looks at, so that a long backlog never stalls the reactor.
 MAX_CHECKED_PER_PASS = 2000
+#: Decisions per op record, and the longest a decision waits for its op record.
+OP_BATCH = 64
+OP_FLUSH_S = 0.1
 _HOST_FLAGS = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG
 
 
@@ -111,6 +125,7 @@ class TransactionService:
         # offset: key -> the half queue's end when decided (no copy is made after a decision)
         self._decided: dict[str, int] = {}
         self._fresh_from: int | None = None  # the half queue's end when this run first used it
+        self._ops: list[Message] = []  # decided half messages whose op record is not yet written
         self._round_robin = itertools.count()
         self.counts = {"prepared": 0, "commit": 0, "rollback": 0, "checked": 0, "discarded": 0, "unanswered": 0}
 
@@ -182,15 +197,25 @@ class TransactionService:
         )  # fmt: skip
 
     def _write_op(self, half: Message) -> None:
-        """The op record of a decided half message (durable with the commit log)."""
+        """Record a decision; its op record is written with the batch (``flush_ops``)."""
+        self._ops.append(half)
+        if len(self._ops) >= OP_BATCH:
+            self.flush_ops()
+
+    def flush_ops(self) -> None:
+        """Write the op record of the decisions made since the last (periodic, and at stop)."""
+        if not self._ops:
+            return
+        batch, self._ops = self._ops, []
         op = Message(
-            OP_TOPIC, str(half.queue_offset).encode(), {"TAGS": OP_TAG, "KEYS": _key(half)}, queue_id=0,
+            OP_TOPIC, "".join(f"{h.queue_offset}," for h in batch).encode(),
+            {"TAGS": OP_TAG, "KEYS": " ".join(_key(h) for h in batch)}, queue_id=0,
             born_timestamp=int(self.clock() * 1000), born_host=self.store_host,
         )  # fmt: skip
         result = self.store.put(op).result
         if result is not None and not result.ok:
-            log.error("transaction op record for half offset {offset} not stored: {status} {remark}",
-                      offset=half.queue_offset, status=result.status.name, remark=result.remark)  # fmt: skip
+            log.error("transaction op record of {n} decisions not stored: {status} {remark}", n=len(batch),
+                      status=result.status.name, remark=result.remark)  # fmt: skip
 
     # --- check-back ------------------------------------------------------------------------
 
@@ -296,9 +321,17 @@ class TransactionService:
         (a pass reads every index file)."""
         decided = {_key(h) for h in halves if _key(h) in self._decided}
         live_from = max(self._fresh(), self._check_offset())
-        older = {_key(h) for h in halves if h.queue_offset < live_from} - decided
+        older = [h for h in halves if h.queue_offset < live_from and _key(h) not in decided]
         if older:
-            decided |= set(self.store.messages_by_keys(OP_TOPIC, older, 1))
+            decided |= set(self.store.messages_by_keys(OP_TOPIC, {_key(h) for h in older}, 1))
+            by_topic: dict[str, set[str]] = {}
+            for half in older:
+                if _key(half) not in decided and half.properties.get("REAL_TOPIC"):
+                    by_topic.setdefault(half.properties["REAL_TOPIC"], set()).add(_key(half))
+            for topic, keys in by_topic.items():
+                for key, records in self.store.messages_by_keys(topic, keys, 4).items():
+                    if any("TRAN_PREPARED_QUEUE_OFFSET" in decode_message(r)[0].properties for r in records):
+                        decided.add(key)
         return decided
 
     def _forget_passed(self, check_offset: int) -> None:

@@ -82,8 +82,8 @@ def test_a_half_message_is_invisible_until_committed_and_then_delivered_once(tmp
         server.stop()
 
 
-def test_a_rollback_is_never_delivered_and_op_records_are_written(tmp_path) -> None:
-    server, _reactor = make_server(tmp_path)
+def test_a_rollback_is_never_delivered_and_op_records_are_written_in_batches(tmp_path) -> None:
+    server, reactor = make_server(tmp_path)
     try:
         client = producer(server)
         halves = [prepare(client, "Orders", f"k{i}") for i in range(3)]
@@ -92,8 +92,10 @@ def test_a_rollback_is_never_delivered_and_op_records_are_written(tmp_path) -> N
         end(client, halves[2], UNKNOWN)  # undecided: left for the check-back
         assert delivered(server, "Orders") == ["k1"]
         assert server.store.max_offset(HALF_TOPIC, 0) == 3
-        ops = [server.store.message_at(OP_TOPIC, 0, i) for i in range(server.store.max_offset(OP_TOPIC, 0))]
-        assert sorted(op.body for op in ops) == [b"0", b"1"] and {op.properties["TAGS"] for op in ops} == {"d"}
+        assert server.store.max_offset(OP_TOPIC, 0) == 0  # not yet: decisions wait for their batch
+        reactor.advance(0.1)
+        [op] = [server.store.message_at(OP_TOPIC, 0, i) for i in range(server.store.max_offset(OP_TOPIC, 0))]
+        assert (op.body, op.properties["TAGS"], op.properties["KEYS"]) == (b"0,1,", "d", "k0 k1")
     finally:
         server.stop()
 
@@ -222,5 +224,24 @@ def test_decisions_survive_a_restart_and_only_undecided_half_messages_are_checke
         end(client, {**halves[2], "offset_msg_id": header.offset_msg_id,
                      "queue_offset": header.tran_state_table_offset}, COMMIT, check=True)  # fmt: skip
         assert delivered(server, "Orders") == ["k0", "k2"]
+    finally:
+        server.stop()
+
+
+def test_a_commit_whose_op_record_was_lost_is_not_committed_again_when_checked_back(tmp_path) -> None:
+    """As after a kill -9 between a commit and its op record: the committed copy in the real
+    topic is what tells the check-back the transaction is decided."""
+    server, reactor = make_server(tmp_path, transaction_timeout_ms=1000, transaction_check_interval_ms=1000)
+    client = producer(server)
+    half = prepare(client, "Orders", "k1")
+    end(client, half, COMMIT)
+    server.transactions._ops.clear()  # the op record never written
+    server.stop()
+    server, reactor = make_server(tmp_path, transaction_timeout_ms=1000, transaction_check_interval_ms=1000)
+    try:
+        client = producer(server)
+        reactor.advance(3.0)
+        assert [c for c in client.read() if c.code == C.CHECK_TRANSACTION_STATE] == []
+        assert delivered(server, "Orders") == ["k1"]
     finally:
         server.stop()
