@@ -9,6 +9,7 @@ topicStatus and consumerProgress first call GET_TOPIC_CONFIG (351), likewise uns
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,7 +17,8 @@ import pytest
 from .scenario_runner import ScenarioProgram, client_log_tail, unique_name
 from .server import ScenarioServer, serve_available, start_target
 
-__all__ = ["assert_all_received", "explain", "no_error", "reference_gap", "send_to_new_topic", "start_server"]
+__all__ = ["assert_all_received", "explain", "no_error", "reference_gap", "send_to_new_topic", "start_server",
+           "servers_fixture"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -24,11 +26,28 @@ def _serve_available() -> bool:
     return serve_available()
 
 
-def start_server(target: str) -> ScenarioServer:
-    """The server under test: ``"rmqproxy"`` or ``"apache"`` (the reference broker)."""
+def start_server(target: str, **options: Any) -> ScenarioServer:
+    """The server under test: ``"rmqproxy"``, ``"apache"`` (the reference broker) or ``"apache5"``
+    (its 5.x broker)."""
     if target == "rmqproxy" and not _serve_available():
         pytest.fail("rmqproxy has no working `serve` command", pytrace=False)
-    return start_target(target)
+    return start_target(target, **options)
+
+
+def servers_fixture(*targets: str, **options: Any) -> Any:
+    """A module-scoped ``server`` fixture that runs the module's tests against each of ``targets``
+    in turn (``start_server``'s kinds), each started with ``options`` (e.g. ``broker_conf``): the
+    same assertions checked against rmqproxy and the reference."""
+
+    @pytest.fixture(scope="module", params=list(targets))
+    def server(request: pytest.FixtureRequest) -> Iterator[ScenarioServer]:
+        srv = start_server(request.param, **options)
+        try:
+            yield srv
+        finally:
+            srv.close()
+
+    return server
 
 
 def reference_gap(server: ScenarioServer, line: str, what: str) -> str | None:

@@ -11,27 +11,18 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
-
 import pytest
 
 from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
 
-from .scenario_checks import assert_all_received, explain, no_error, reference_gap, send_to_new_topic, start_server
+from .scenario_checks import assert_all_received, explain, no_error, reference_gap, send_to_new_topic, servers_fixture
 from .scenario_runner import ScenarioProgram, unique_name
 from .server import ScenarioServer
 from .wire import WireClient
 
 
-@pytest.fixture(scope="module", params=["rmqproxy", "apache"])
-def server(request: pytest.FixtureRequest) -> Iterator[ScenarioServer]:
-    """rmqproxy, then the reference broker: the same assertions hold for both."""
-    srv = start_server(request.param)
-    try:
-        yield srv
-    finally:
-        srv.close()
+server = servers_fixture("rmqproxy", "apache")  # the same assertions hold for both
 
 
 def test_a_group_whose_stored_offsets_are_minus_one_consumes_every_message(

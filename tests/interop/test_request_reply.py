@@ -7,22 +7,12 @@ Where the reference differs: nowhere this test looks.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
-from .scenario_checks import explain, no_error
+from .scenario_checks import explain, no_error, servers_fixture
 from .scenario_runner import ScenarioProgram, unique_name
-from .server import ScenarioServer, start_target
+from .server import ScenarioServer
 
 
-@pytest.fixture(scope="module", params=["rmqproxy", "apache"])
-def server(request: pytest.FixtureRequest) -> Iterator[ScenarioServer]:
-    srv = start_target(request.param)
-    try:
-        yield srv
-    finally:
-        srv.close()
+server = servers_fixture("rmqproxy", "apache")
 
 
 def test_every_request_gets_its_reply(program: ScenarioProgram, server: ScenarioServer) -> None:

@@ -10,13 +10,9 @@ selector, so ``a LIKE 'x'`` compiles there and matches nothing; rmqproxy refuses
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
-from .scenario_checks import explain, no_error
+from .scenario_checks import explain, no_error, servers_fixture
 from .scenario_runner import ScenarioProgram, unique_name
-from .server import ScenarioServer, start_target
+from .server import ScenarioServer
 
 COUNT = 60
 #: selector -> which message numbers i it selects (message i: n=i, color red/green/blue by i % 3,
@@ -30,14 +26,7 @@ SELECTORS = {
 }
 
 
-@pytest.fixture(scope="module", params=["rmqproxy", "apache"])
-def server(request: pytest.FixtureRequest) -> Iterator[ScenarioServer]:
-    """rmqproxy, then the reference broker with its property filter on (off by default there)."""
-    srv = start_target(request.param, broker_conf={"enablePropertyFilter": "true"})
-    try:
-        yield srv
-    finally:
-        srv.close()
+server = servers_fixture("rmqproxy", "apache", broker_conf={"enablePropertyFilter": "true"})  # off by default there
 
 
 def test_sql92_consumers_get_exactly_their_matches_and_a_bad_selector_fails_at_start(

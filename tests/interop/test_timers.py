@@ -11,24 +11,15 @@ millisecond asked. The figures of each run are printed (``-s``) for the record.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator
 
-import pytest
-
-from .scenario_checks import explain, no_error
+from .scenario_checks import explain, no_error, servers_fixture
 from .scenario_runner import ScenarioProgram, unique_name
-from .server import ScenarioServer, start_target
+from .server import ScenarioServer
 
 DELAYS_MS = "1000,3000,10000"
 
 
-@pytest.fixture(scope="module", params=["rmqproxy", "apache5"])
-def server(request: pytest.FixtureRequest) -> Iterator[ScenarioServer]:
-    srv = start_target(request.param)
-    try:
-        yield srv
-    finally:
-        srv.close()
+server = servers_fixture("rmqproxy", "apache5")
 
 
 def early_bound_ms(server: ScenarioServer) -> int:

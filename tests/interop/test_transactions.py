@@ -16,26 +16,17 @@ properties; rmqproxy's do not (no client reads them).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from .scenario_checks import explain, no_error, reference_gap
+from .scenario_checks import explain, no_error, reference_gap, servers_fixture
 from .scenario_runner import ScenarioProgram, unique_name
-from .server import ScenarioServer, start_target
+from .server import ScenarioServer
 
 #: Quick check-backs for a test: undecided after 1 s, looked for every second.
 TRANSACTION_CONF = {"transactionTimeOut": "1000", "transactionCheckInterval": "1000"}
 
 
-@pytest.fixture(scope="module", params=["rmqproxy", "apache"])
-def server(request: pytest.FixtureRequest) -> Iterator[ScenarioServer]:
-    """rmqproxy, then the reference broker, with quick check-backs."""
-    srv = start_target(request.param, broker_conf=TRANSACTION_CONF)
-    try:
-        yield srv
-    finally:
-        srv.close()
+server = servers_fixture("rmqproxy", "apache", broker_conf=TRANSACTION_CONF)  # quick check-backs
 
 
 def check_outcome(result: dict, server: ScenarioServer) -> None:
