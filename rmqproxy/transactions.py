@@ -67,6 +67,8 @@ _DECISIONS = {TRANSACTION_COMMIT: "commit", TRANSACTION_ROLLBACK: "rollback"}
 
 #: Half messages one check pass looks at, so that a long backlog never stalls the reactor.
 MAX_CHECKED_PER_PASS = 2000
+#: Decisions kept in memory; past it the oldest are left to the key index.
+MAX_DECISIONS_IN_MEMORY = 100_000
 #: Decisions per op record, and the longest a decision waits for its op record.
 OP_BATCH = 64
 OP_FLUSH_S = 0.1
@@ -122,8 +124,11 @@ class TransactionService:
         self.store_host = store_host
         self.clock = clock
         # transactions decided while a copy of their half message may lie ahead of the check
-        # offset: key -> the half queue's end when decided (no copy is made after a decision)
-        self._decided: dict[str, int] = {}
+        # offset: key -> (the half queue's end when decided: no copy is made after a decision,
+        # the offset of the half message the decision named); oldest first
+        self._decided: dict[str, tuple[int, int]] = {}
+        self._decided_at: set[int] = set()  # those offsets: a check pass steps over them unread
+        self._forgotten_below = 0  # decisions of half messages below this may have left memory
         self._fresh_from: int | None = None  # the half queue's end when this run first used it
         self._ops: list[Message] = []  # decided half messages whose op record is not yet written
         self._round_robin = itertools.count()
@@ -166,7 +171,7 @@ class TransactionService:
             log.info("transaction {key} of {group} is already decided: {decision} ignored",
                      key=key, group=header.producer_group, decision=_DECISIONS[decision])  # fmt: skip
             return ResponseCode.SUCCESS, "transaction already decided"
-        self._decided[key] = self.store.max_offset(HALF_TOPIC, 0)
+        self._remember(key, half.queue_offset)
         if decision == TRANSACTION_ROLLBACK:
             self._write_op(half)
             self.counts["rollback"] += 1
@@ -175,7 +180,7 @@ class TransactionService:
 
     def _after_commit(self, half: Message, key: str, result: PutResult) -> tuple[int, str | None]:
         if not result.ok:
-            self._decided.pop(key, None)  # not stored: the producer may decide again, or be checked
+            self._forget(key)  # not stored: the producer may decide again, or be checked
             return ResponseCode.SYSTEM_ERROR, f"the committed message was not stored: {result.status.name} {result.remark}"
         self._write_op(half)
         self.counts["commit"] += 1
@@ -223,18 +228,22 @@ class TransactionService:
         """One pass over the half queue (periodic): check back or discard what is undecided
         past its timeout; returns how many producers were asked."""
         now_ms = int(self.clock() * 1000)
-        offset = self._check_offset()
-        end = min(self.store.max_offset(HALF_TOPIC, 0), offset + MAX_CHECKED_PER_PASS)
-        asked = 0
-        halves = [(o, self.store.message_at(HALF_TOPIC, 0, o)) for o in range(offset, end)]
+        scan, end = self._check_offset(), self.store.max_offset(HALF_TOPIC, 0)
+        candidates = []  # offsets not known decided: read, at most MAX_CHECKED_PER_PASS a pass
+        while scan < end and len(candidates) < MAX_CHECKED_PER_PASS:
+            if scan not in self._decided_at:
+                candidates.append(scan)
+            scan += 1
+        halves = [(at, self.store.message_at(HALF_TOPIC, 0, at)) for at in candidates]
         decided = self._decided_of([half for _, half in halves if half is not None])
+        offset, asked = scan, 0
         for at, half in halves:
             if half is not None and _key(half) not in decided:
                 if now_ms - half.born_timestamp < self._immunity_ms(half):
-                    break  # too young; so, nearly always, is everything after it
+                    offset = at  # too young; so, nearly always, is everything after it
+                    break
                 if self._check_or_discard(half):
                     asked += 1
-            offset = at + 1
         if offset != (self.store.offsets.query(CHECK_GROUP, HALF_TOPIC, 0) or 0):  # no entry until there is progress
             self.store.offsets.commit(CHECK_GROUP, HALF_TOPIC, 0, offset)
         self._forget_passed(offset)
@@ -320,7 +329,7 @@ class TransactionService:
         of an undecided one); the others are looked up in the op topic's key index, in one pass
         (a pass reads every index file)."""
         decided = {_key(h) for h in halves if _key(h) in self._decided}
-        live_from = max(self._fresh(), self._check_offset())
+        live_from = max(self._fresh(), self._check_offset(), self._forgotten_below)
         older = [h for h in halves if h.queue_offset < live_from and _key(h) not in decided]
         if older:
             decided |= set(self.store.messages_by_keys(OP_TOPIC, {_key(h) for h in older}, 1))
@@ -334,11 +343,26 @@ class TransactionService:
                         decided.add(key)
         return decided
 
+    def _remember(self, key: str, half_offset: int) -> None:
+        """Keep a decision in memory, within MAX_DECISIONS_IN_MEMORY: past it the oldest goes,
+        and the key index answers for half messages below where its copies ended."""
+        self._decided[key] = (self.store.max_offset(HALF_TOPIC, 0), half_offset)
+        self._decided_at.add(half_offset)
+        while len(self._decided) > MAX_DECISIONS_IN_MEMORY:
+            oldest = next(iter(self._decided))
+            self._forgotten_below = max(self._forgotten_below, self._decided[oldest][0])
+            self._forget(oldest)
+
+    def _forget(self, key: str) -> None:
+        entry = self._decided.pop(key, None)
+        if entry is not None:
+            self._decided_at.discard(entry[1])
+
     def _forget_passed(self, check_offset: int) -> None:
         """Drop in-memory decisions once no copy of theirs is ahead of ``check_offset`` (the op
         topic's key index answers for half messages behind it)."""
-        for key in [k for k, end in self._decided.items() if end <= check_offset]:
-            del self._decided[key]
+        for key in [k for k, (end, _) in self._decided.items() if end <= check_offset]:
+            self._forget(key)
 
 
 __all__ = ["TransactionService", "TransactionSettings", "is_prepared", "to_half"]

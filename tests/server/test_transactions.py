@@ -245,3 +245,45 @@ def test_a_commit_whose_op_record_was_lost_is_not_committed_again_when_checked_b
         assert delivered(server, "Orders") == ["k1"]
     finally:
         server.stop()
+
+
+def test_a_check_pass_steps_over_any_number_of_decided_half_messages_without_reading_them(tmp_path) -> None:
+    server, reactor = make_server(tmp_path, transaction_timeout_ms=1000, transaction_check_interval_ms=1000)
+    try:
+        client = producer(server)
+        for i in range(2500):  # more than one pass reads
+            end(client, prepare(client, "Orders", f"k{i}"), COMMIT if i % 2 else ROLLBACK)
+        reactor.advance(1.0)  # one pass
+        assert server.store.offsets.query("CID_RMQ_SYS_TRANS", HALF_TOPIC, 0) == 2500
+        assert [c for c in client.read() if c.code == C.CHECK_TRANSACTION_STATE] == []
+        assert len(server.transactions._decided) == 0  # passed by the check offset: forgotten
+    finally:
+        server.stop()
+
+
+def test_decisions_past_the_memory_bound_are_still_decided_once(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr("rmqproxy.transactions.MAX_DECISIONS_IN_MEMORY", 10)
+    server, reactor = make_server(tmp_path)
+    try:
+        client = producer(server)
+        halves = [prepare(client, "Orders", f"k{i}") for i in range(50)]
+        for half in halves:
+            end(client, half, COMMIT)
+        assert len(server.transactions._decided) == 10
+        reactor.advance(0.1)  # the op records are written
+        end(client, halves[0], COMMIT)  # long forgotten in memory: the key index answers
+        end(client, halves[1], ROLLBACK)
+        assert sorted(delivered_all(server)) == sorted(f"k{i}" for i in range(50))
+    finally:
+        server.stop()
+
+
+def delivered_all(server) -> list[str]:
+    reader, found, offset = Client(server, "10.0.0.9@reader#3"), [], 0
+    while True:
+        answer = reader.answer(pull(reader, "Orders", offset, queue_id=1))
+        if answer is None or answer.code != R.SUCCESS:
+            return found
+        batch = decode_messages(answer.body)
+        found += [m.body.decode() for m in batch]
+        offset += len(batch)
