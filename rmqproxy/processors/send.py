@@ -120,11 +120,13 @@ class SendProcessor:
         topic, queue_id = target
         properties = string_to_properties(header.properties or "")
         properties.pop("WAIT", None)
-        now_ms = int(self.store.clock() * 1000)
-        try:
-            deliver_ms = timer_delivery(properties, now_ms, self.config.timer_max_delay_sec, self.config.timer_wheel_enable)
-        except TimerRefused as refused:
-            return request.response(refused.code, refused.remark)
+        deliver_ms = now_ms = None
+        if "TIMER_DELAY_SEC" in properties or "TIMER_DELAY_MS" in properties or "TIMER_DELIVER_MS" in properties:
+            now_ms = int(self.store.clock() * 1000)
+            try:
+                deliver_ms = timer_delivery(properties, now_ms, self.config.timer_max_delay_sec, self.config.timer_wheel_enable)
+            except TimerRefused as refused:
+                return request.response(refused.code, refused.remark)
         properties["CLUSTER"] = self.config.cluster_name
         topic_name = header.topic
         if topic_name.startswith(RETRY_PREFIX) and not header.batch:
@@ -161,7 +163,7 @@ class SendProcessor:
             if any(len(m.body) > self.config.max_message_size for m in msgs):
                 return self._too_large(request)
             ticket = self.store.put_batch(msgs)
-        elif is_prepared(properties):
+        elif "TRAN_MSG" in properties and is_prepared(properties):
             if deliver_ms is not None:
                 return request.response(ResponseCode.MESSAGE_ILLEGAL, "a transactional message cannot be a timer message")
             return self._prepare(request, message(request.body, properties, header.flag))
@@ -170,7 +172,7 @@ class SendProcessor:
                 return self._too_large(request)
             msg = message(request.body, properties, header.flag)
             if deliver_ms is not None:
-                TimerService.park(msg, deliver_ms, now_ms)
+                TimerService.park(msg, deliver_ms, now_ms or 0)
             ticket = self.store.put(msg)
         return when_stored(ticket, self._answer, request)
 
