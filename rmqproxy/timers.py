@@ -34,6 +34,7 @@ log = Logger()
 
 TIMER_GROUP = "CID_SYS_RMQ_TIMER"
 TIMER_PROPERTIES = ("TIMER_DELAY_SEC", "TIMER_DELAY_MS", "TIMER_DELIVER_MS")  # in the order they win
+TIMER_KEYS = frozenset(TIMER_PROPERTIES)
 DEFAULT_CAPACITY = 100_000
 
 
@@ -50,7 +51,7 @@ def timer_delivery(properties: dict[str, str], now_ms: int, max_delay_s: int, en
     """When a message with these properties is delivered: None for at once (not a timer message,
     one whose delay level wins, or one whose time has passed), else the epoch ms. Raises
     TimerRefused with the reference's answer. Drops the timer properties a delay level overrides."""
-    if not any(key in properties for key in TIMER_PROPERTIES):
+    if TIMER_KEYS.isdisjoint(properties):
         return None
     level = properties.get("DELAY", "")
     if level.isdigit() and int(level) > 0:

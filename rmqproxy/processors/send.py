@@ -24,7 +24,7 @@ from ..dispatch import Route
 from ..store import MessageStore, PutResult, PutStatus, PutTicket
 from ..store.delay import SCHEDULE_TOPIC
 from ..topics import DLQ_PREFIX, NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX, TopicConfig, TopicTable, check_new_topic, dlq_topic
-from ..timers import TIMER_PROPERTIES, TimerRefused, TimerService, timer_delivery
+from ..timers import TIMER_KEYS, TimerRefused, TimerService, timer_delivery
 from ..transactions import TransactionService, is_prepared, to_half
 
 DEFAULT_MAX_RECONSUME_TIMES = 16
@@ -120,8 +120,8 @@ class SendProcessor:
         topic, queue_id = target
         properties = string_to_properties(header.properties or "")
         properties.pop("WAIT", None)
-        deliver_ms = now_ms = None
-        if "TIMER_DELAY_SEC" in properties or "TIMER_DELAY_MS" in properties or "TIMER_DELIVER_MS" in properties:
+        deliver_ms, now_ms = None, 0
+        if not TIMER_KEYS.isdisjoint(properties):  # rare: no call for the others
             now_ms = int(self.store.clock() * 1000)
             try:
                 deliver_ms = timer_delivery(properties, now_ms, self.config.timer_max_delay_sec, self.config.timer_wheel_enable)
@@ -153,7 +153,7 @@ class SendProcessor:
             for item in items:
                 props = dict(item.properties)
                 props.pop("WAIT", None)
-                if any(key in props for key in TIMER_PROPERTIES):
+                if not TIMER_KEYS.isdisjoint(props):
                     return request.response(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be timer messages")
                 for key, value in properties.items():
                     props.setdefault(key, value)  # an item's own properties win (apache/rocketmq#9416)
@@ -172,7 +172,7 @@ class SendProcessor:
                 return self._too_large(request)
             msg = message(request.body, properties, header.flag)
             if deliver_ms is not None:
-                TimerService.park(msg, deliver_ms, now_ms or 0)
+                TimerService.park(msg, deliver_ms, now_ms)
             ticket = self.store.put(msg)
         return when_stored(ticket, self._answer, request)
 
