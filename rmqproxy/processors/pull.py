@@ -158,19 +158,19 @@ class PullProcessor:
                         else "the consumer's subscription not exist",
                     )  # fmt: skip
                 subscription = build_subscription(header.topic, "*", header.sub_version)
-        tag_filter: MessageFilter | None = None
+        message_filter: MessageFilter | None = None
         if (subscription.expression_type or "TAG") != "TAG":
             sql = self._sql_filter(subscription, sys_flag & SYSFLAG_SUBSCRIPTION)
             if isinstance(sql, tuple):
                 return request.response(*sql)
-            tag_filter = sql
+            message_filter = sql
         elif not (sys_flag & SYSFLAG_CLASS_FILTER or subscription.class_filter_mode or subscription.sub_string == "*"):
-            tag_filter = TagFilter(frozenset(subscription.code_set))
+            message_filter = TagFilter(frozenset(subscription.code_set))
 
         def read() -> GetResult:
             return self.store.get_message(
                 header.consumer_group, header.topic, header.queue_id, header.queue_offset, header.max_msg_nums,
-                tag_filter, header.max_msg_bytes,
+                message_filter, header.max_msg_bytes,
             )  # fmt: skip
 
         result = read()
@@ -184,7 +184,7 @@ class PullProcessor:
                     f"this connection already holds {self.holds.max_held_per_conn} pulls "
                     "(maxHeldPullsPerConnection); try again later",
                 )
-            held = self._hold(pull, read, tag_filter)
+            held = self._hold(pull, read, message_filter)
             if held is not None:
                 return held
         return self._answer(pull, result)
@@ -209,7 +209,7 @@ class PullProcessor:
         self.store.offsets.record_pulled(header.consumer_group, header.topic, header.queue_id, result.next_begin_offset)
         return pull_response(pull.request, result, header.queue_offset)
 
-    def _hold(self, pull: PullContext, read: Callable[[], GetResult], tag_filter: MessageFilter | None):
+    def _hold(self, pull: PullContext, read: Callable[[], GetResult], message_filter: MessageFilter | None):
         """Hold the pull until something matching arrives or its deadline; None if not held."""
         header = pull.header
         if self.config.long_polling:
@@ -236,7 +236,7 @@ class PullProcessor:
 
         held = HeldPull(
             key=(header.topic, header.queue_id), offset=header.queue_offset,
-            matches=tag_filter.matches_arrival if tag_filter is not None else always, conn=pull.conn,
+            matches=message_filter.matches_arrival if message_filter is not None else always, conn=pull.conn,
             reread=reread, started=started, deadline=started + timeout_s, group=header.consumer_group,
         )  # fmt: skip
         if not self.holds.hold(held):
