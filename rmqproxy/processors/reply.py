@@ -16,7 +16,7 @@ from twisted.python.failure import Failure
 from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
 from codec.headers import ReplyMessageRequestHeader, SendMessageResponseHeader
-from codec.message import Message, string_to_properties
+from codec.message import Message, properties_to_string, string_to_properties
 
 from ..clients import ClientRegistry
 from ..config import Config
@@ -62,7 +62,7 @@ class ReplyProcessor:
         if requester_conn is None:
             return request.response(ResponseCode.SYSTEM_ERROR, f"push reply message fail, channel of <{requester}> not found.")
         now_ms = int(self.store.clock() * 1000)
-        push_props = "\x02".join(f"{k}\x01{v}" for k, v in {**properties, "PUSH_REPLY_TIME": str(now_ms)}.items())
+        push_props = properties_to_string({**properties, "PUSH_REPLY_TIME": str(now_ms)})
         born = conn.born_host
         push = ReplyMessageRequestHeader.CODEC.make(
             producer_group=header.producer_group, topic=header.topic, default_topic=header.default_topic,
