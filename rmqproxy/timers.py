@@ -149,11 +149,15 @@ class TimerService:
             self._arm()
 
     def _trim(self) -> None:
-        """Keep the earliest half; the rest stays in the queue until the heap runs dry."""
-        keep = heapq.nsmallest(self.capacity // 2, self._due)
-        left = set(self._due) - set(keep)
+        """Keep the earliest half (and any due in the same millisecond as the last of them: the
+        horizon splits no millisecond); the rest stays in the queue until the heap runs dry."""
+        horizon = heapq.nsmallest(self.capacity // 2, self._due)[-1][0]
+        keep = sorted(entry for entry in self._due if entry[0] <= horizon)
+        left = [entry for entry in self._due if entry[0] > horizon]
+        if not left:
+            return
         self._due = keep  # sorted, so a heap
-        self._horizon = keep[-1][0]
+        self._horizon = horizon
         low = min(offset for _, offset in left)
         self._left_from = low if self._left_from is None else min(self._left_from, low)
         kept = {offset for _, offset in keep}

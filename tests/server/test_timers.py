@@ -146,3 +146,14 @@ def test_timers_due_while_down_are_delivered_at_start_but_not_those_already_deli
         assert [m.body for m in delivered(server)] == [b"a", b"b"]  # "b" at start, "a" not again
     finally:
         server.stop()
+
+
+def test_timers_due_in_the_same_millisecond_are_all_delivered_past_the_capacity(timed) -> None:
+    server, reactor = timed
+    server.timers.capacity = 8
+    client = Client(server)
+    for i in range(20):
+        assert send_timed(client, "TIMER_DELAY_MS\x01500" if i < 12 else "TIMER_DELAY_MS\x01900", str(i).encode(),
+                          queue_id=0).code == 0  # fmt: skip
+    reactor.advance(1.0)
+    assert sorted(int(m.body) for m in delivered(server, queue_id=0)) == list(range(20))
