@@ -328,9 +328,11 @@ class LiveState:
 
     def __init__(
         self, metrics: Metrics, *, holds: Any, locks: Any, clients: Any, lag: Callable[[], Iterable],
-        pull_log: Any = None, rejections: Any = None,
+        pull_log: Any = None, rejections: Any = None, transactions: Any = None, timers: Any = None,
     ) -> None:
         self.metrics = metrics
+        self.transactions = transactions
+        self.timers = timers
         self.pull_log = pull_log
         self.rejections = rejections
         self.holds = holds
@@ -360,6 +362,24 @@ class LiveState:
             for reason, value in self.rejections.counts.items():
                 rejected.add_metric([reason], value)
             yield rejected
+        if self.transactions is not None:
+            events = CounterMetricFamily(
+                "rmqproxy_transactions", "Transactional messages: half messages prepared, commits, rollbacks, "
+                "check-backs sent, half messages discarded after transactionCheckMax, checks with no live producer.",
+                labels=["event"],
+            )  # fmt: skip
+            for event, value in self.transactions.counts.items():
+                events.add_metric([event], value)
+            yield events
+        if self.timers is not None:
+            yield GaugeMetricFamily(
+                "rmqproxy_timer_messages_pending", "Timer messages waiting in memory for their time (past the "
+                "in-memory bound the later ones wait in the timer queue).", value=self.timers.pending,
+            )  # fmt: skip
+            yield CounterMetricFamily(
+                "rmqproxy_timer_messages_delivered", "Timer messages put into their topic at their time.",
+                value=self.timers.delivered,
+            )  # fmt: skip
         if self.pull_log is not None:
             yield CounterMetricFamily(
                 "rmqproxy_pull_log_dropped", "Pull events the event log dropped (writer behind, or a failed write).",

@@ -132,7 +132,8 @@ class Server:
         replying = ReplyProcessor(config, self.store, self.clients, send)
         self.registry.register(
             LiveState(self.metrics, holds=self.holds, locks=self.locks, clients=self.clients, lag=self.store.consumer_lag,
-                      pull_log=self.pull_log, rejections=self.rejections)
+                      pull_log=self.pull_log, rejections=self.rejections, transactions=self.transactions,
+                      timers=self.timers)
         )
         self.client_stats = ClientStats(self.clients, self.metrics)
         self.dispatcher = Dispatcher(

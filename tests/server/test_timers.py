@@ -49,6 +49,7 @@ def test_a_timer_message_is_delivered_at_its_time_and_not_before(timed, props: s
     client = Client(server)
     assert send_timed(client, props.format(deliver=now_ms + 2250)).code == R.SUCCESS
     assert delivered(server) == [] and server.store.max_offset(TIMER_TOPIC, 0) == 1
+    assert server.registry.get_sample_value("rmqproxy_timer_messages_pending") == 1
     reactor.advance(after_s - 0.001)
     assert delivered(server) == []
     reactor.advance(0.001)
@@ -58,6 +59,8 @@ def test_a_timer_message_is_delivered_at_its_time_and_not_before(timed, props: s
     assert int(msg.properties["TIMER_OUT_MS"]) == now_ms + int(after_s * 1000)
     assert msg.properties["TIMER_ENQUEUE_MS"] == str(now_ms)
     assert msg.properties["TIMER_DEQUEUE_MS"] == str(now_ms + int(after_s * 1000))
+    assert server.registry.get_sample_value("rmqproxy_timer_messages_pending") == 0
+    assert server.registry.get_sample_value("rmqproxy_timer_messages_delivered_total") == 1
 
 
 def test_a_time_already_past_is_delivered_at_once(timed) -> None:

@@ -91,6 +91,9 @@ def test_a_rollback_is_never_delivered_and_op_records_are_written_in_batches(tmp
         end(client, halves[1], COMMIT)
         end(client, halves[2], UNKNOWN)  # undecided: left for the check-back
         assert delivered(server, "Orders") == ["k1"]
+        counted = {event: server.registry.get_sample_value("rmqproxy_transactions_total", {"event": event})
+                   for event in ("prepared", "commit", "rollback", "checked")}  # fmt: skip
+        assert counted == {"prepared": 3, "commit": 1, "rollback": 1, "checked": 0}
         assert server.store.max_offset(HALF_TOPIC, 0) == 3
         assert server.store.max_offset(OP_TOPIC, 0) == 0  # not yet: decisions wait for their batch
         reactor.advance(0.1)
