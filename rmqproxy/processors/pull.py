@@ -138,9 +138,11 @@ class PullProcessor:
             )
         sys_flag = header.sys_flag
         if sys_flag & SYSFLAG_SUBSCRIPTION:
-            subscription = build_subscription(header.topic, header.subscription, header.sub_version)
-            if (header.expression_type or "TAG") != "TAG":
-                subscription.sub_string, subscription.expression_type = header.subscription, header.expression_type
+            if (header.expression_type or "TAG") == "TAG":
+                subscription = build_subscription(header.topic, header.subscription, header.sub_version)
+            else:  # a selector: no tags to split out of it
+                subscription = SubscriptionData(header.topic, header.subscription, [], [], header.sub_version,
+                                                header.expression_type, False)  # fmt: skip
         else:
             group = self.clients.consumer_group(header.consumer_group)
             subscription = group.subscriptions.get(header.topic) if group is not None else None
