@@ -16,6 +16,7 @@ reference Apache RocketMQ broker (``apache_broker.ApacheBroker``) behind the sam
 from __future__ import annotations
 
 import os
+import random
 import resource
 import shutil
 import signal
@@ -66,13 +67,29 @@ class ScenarioServer(Protocol):
     def close(self) -> None: ...
 
 
+_PICK = random.Random()  # seeded from os.urandom: each xdist worker draws its own ports
+
+
+def _ephemeral_floor() -> int:
+    """The lowest port the kernel hands out to outgoing connections (Linux default 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(*, also_free: tuple[int, ...] = ()) -> int:
-    """A TCP port on 127.0.0.1 that is free now, and so are ``port + d`` for each d in ``also_free``."""
-    for _ in range(200):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if all(_port_free(port + d) for d in also_free):
+    """A TCP port that is free now, and so are ``port + d`` for each d in ``also_free``.
+
+    The port is drawn below the kernel's ephemeral range: a port the kernel gave us would be handed
+    out again to some process's outgoing connection, and the server that binds it later (a JVM
+    broker starts seconds after we pick) would fail with "Address already in use".
+    """
+    high = _ephemeral_floor() - 1 - max(also_free, default=0)
+    low = 10000 - min(also_free, default=0)
+    for _ in range(500):
+        port = _PICK.randint(low, high)
+        if all(_port_free(port + d) for d in (0, *also_free)):
             return port
     raise ServerError("no free port found")
 
@@ -82,7 +99,7 @@ def _port_free(port: int) -> bool:
         return False
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
-            s.bind(("127.0.0.1", port))
+            s.bind(("0.0.0.0", port))
         except OSError:
             return False
     return True
