@@ -19,35 +19,60 @@ def main() -> None:
     """rmqproxy: RocketMQ name server and broker that measures pull hold and service time."""
 
 
-def _setting_options(fn):
-    """One ``--kebab-case`` option per broker.conf key (config.SETTINGS), default: unset."""
-    for setting in reversed(SETTINGS):
-        kind = click.BOOL if setting.type is bool else setting.type
-        fn = click.option(
-            setting.flag, setting.field, type=kind, default=None,
-            help=f"{setting.help} [broker.conf {setting.key}, default {setting.default}]",
-        )(fn)  # fmt: skip
-    return fn
+def _setting_options(mode: str):
+    """One ``--kebab-case`` option per key of ``mode`` ("serve" or "proxy", config.SETTINGS), default: unset."""
+
+    def decorate(fn):
+        for setting in reversed(SETTINGS):
+            if getattr(setting, mode):
+                fn = _option(setting)(fn)
+        return fn
+
+    return decorate
+
+
+def _option(setting):
+    kind = click.BOOL if setting.type is bool else setting.type
+    return click.option(
+        setting.flag, setting.field, type=kind, default=None,
+        help=f"{setting.help} [{setting.key}, default {setting.default}]",
+    )  # fmt: skip
 
 
 @main.command()
 @click.option("-c", "--config", "conf_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="broker.conf-style properties file")  # fmt: skip
-@_setting_options
+@_setting_options("serve")
 def serve(conf_file: Path | None, **overrides) -> None:
     """Run the name server and broker on the embedded store until SIGINT/SIGTERM."""
+    from .server import Server
+
+    _run(Server, conf_file, overrides)
+
+
+@main.command()
+@click.option("-c", "--config", "conf_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="proxy.conf-style properties file")  # fmt: skip
+@_setting_options("proxy")
+def proxy(conf_file: Path | None, **overrides) -> None:
+    """Run in front of an Apache RocketMQ cluster (--namesrv-addr) until SIGINT/SIGTERM."""
+    from .proxy.server import ProxyServer
+
+    _run(ProxyServer, conf_file, overrides)
+
+
+def _run(server_class, conf_file: Path | None, overrides: dict) -> None:
+    """Load the configuration, start ``server_class(config, reactor)`` and run the reactor."""
     from twisted.internet import reactor
     from twisted.logger import globalLogBeginner, textFileLogObserver
 
-    from .server import Server
-
     try:
         config = load(conf_file, overrides)
+        server = server_class(config, reactor)
     except (ValueError, KeyError) as exc:
         raise click.BadParameter(str(exc)) from None
     globalLogBeginner.beginLoggingTo([textFileLogObserver(sys.stderr)], redirectStandardIO=False)
     _raise_fd_limit()
-    server = Server(config, reactor)
     try:
         server.start()
     except Exception as exc:

@@ -31,6 +31,8 @@ class Setting:
     type: type
     default: Any
     help: str
+    serve: bool = True  # a key of ``rmqproxy serve``
+    proxy: bool = False  # a key of ``rmqproxy proxy``
 
     @property
     def flag(self) -> str:
@@ -38,16 +40,16 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("bindAddress", "bind_address", str, "127.0.0.1", "address to listen on"),
-    Setting("listenPort", "listen_port", int, 9876, "remoting port serving name-server and broker codes"),
+    Setting("bindAddress", "bind_address", str, "127.0.0.1", "address to listen on", proxy=True),
+    Setting("listenPort", "listen_port", int, 9876, "remoting port serving name-server and broker codes", proxy=True),
     Setting("brokerListenPort", "broker_listen_port", int, 0, "extra broker-only port (0: none)"),
-    Setting("brokerIP1", "broker_ip1", str, "", "address advertised in routes (default: bind address)"),
-    Setting("metricsPromExporterPort", "metrics_port", int, 5557, "Prometheus /metrics port (0: off)"),
-    Setting("metricsPromExporterHost", "metrics_host", str, "", "address /metrics listens on (default: bind address)"),
-    Setting("metricsExporterType", "metrics_exporter", str, "PROM", "PROM, or DISABLE to measure nothing at all"),
+    Setting("brokerIP1", "broker_ip1", str, "", "address advertised in routes (default: bind address)", proxy=True),
+    Setting("metricsPromExporterPort", "metrics_port", int, 5557, "Prometheus /metrics port (0: off)", proxy=True),
+    Setting("metricsPromExporterHost", "metrics_host", str, "", "address /metrics listens on (default: bind address)", proxy=True),
+    Setting("metricsExporterType", "metrics_exporter", str, "PROM", "PROM, or DISABLE to measure nothing at all", proxy=True),
     Setting("storePathRootDir", "store_path", str, "./rmqproxy-data", "store directory"),
     Setting("flushDiskType", "flush_disk_type", str, FLUSH_ASYNC, "ASYNC_FLUSH or SYNC_FLUSH"),
-    Setting("brokerClusterName", "cluster_name", str, "DefaultCluster", "cluster name in routes"),
+    Setting("brokerClusterName", "cluster_name", str, "DefaultCluster", "cluster name in routes", proxy=True),
     Setting("brokerName", "broker_name", str, "rmqproxy-a", "broker name in routes"),
     Setting("autoCreateTopicEnable", "auto_create_topic", bool, True, "create topics on first send"),
     Setting("autoCreateSubscriptionGroup", "auto_create_group", bool, True, "accept unknown consumer groups"),
@@ -55,21 +57,21 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("maxTopicQueueNums", "max_topic_queue_nums", int, 1024, "most queues updateTopic may give a topic"),
     Setting("longPollingEnable", "long_polling", bool, True, "hold empty pulls for their suspend timeout"),
     Setting("shortPollingTimeMills", "short_polling_ms", int, 1000, "hold time when long polling is off"),
-    Setting("maxHeldPulls", "max_held_pulls", int, 100_000, "beyond this many held pulls, answer at once"),
+    Setting("maxHeldPulls", "max_held_pulls", int, 100_000, "beyond this many held pulls, answer at once", proxy=True),
     Setting("maxHeldPullsPerConnection", "max_held_pulls_per_connection", int, 10_000,
-            "beyond this many held pulls on one connection, answer SYSTEM_BUSY"),
+            "beyond this many held pulls on one connection, answer SYSTEM_BUSY", proxy=True),
     Setting("maxInFlightRequestsPerConnection", "max_in_flight_requests_per_connection", int, 20_000,
-            "beyond this many unanswered requests on one connection, answer SYSTEM_BUSY"),
+            "beyond this many unanswered requests on one connection, answer SYSTEM_BUSY", proxy=True),
     Setting("maxPullSuspendTimeMillis", "max_pull_suspend_ms", int, 30_000,
-            "longest hold a pull may ask for (suspendTimeoutMillis is cut to it)"),
+            "longest hold a pull may ask for (suspendTimeoutMillis is cut to it)", proxy=True),
     Setting("maxBufferedReplyBytesPerConnection", "max_buffered_reply_bytes_per_connection", int, 16 << 20,
-            "unread answer bytes one connection may hold; past it an answer with a body gets SYSTEM_BUSY"),
+            "unread answer bytes one connection may hold; past it an answer with a body gets SYSTEM_BUSY", proxy=True),
     Setting("maxBufferedReplyBytes", "max_buffered_reply_bytes", int, 512 << 20,
-            "unread answer bytes all connections together may hold; past it the same"),
-    Setting("serverSocketBacklog", "server_socket_backlog", int, 1024, "listen backlog of the remoting ports"),
-    Setting("lockReleaseOnDisconnect", "lock_release_on_disconnect", str, "safe", "safe or immediate"),
+            "unread answer bytes all connections together may hold; past it the same", proxy=True),
+    Setting("serverSocketBacklog", "server_socket_backlog", int, 1024, "listen backlog of the remoting ports", proxy=True),
+    Setting("lockReleaseOnDisconnect", "lock_release_on_disconnect", str, "safe", "safe or immediate", proxy=True),
     Setting("rebalanceLockMaxLiveTime", "lock_max_live_ms", int, 60_000, "queue lock expiry without renewal"),
-    Setting("maxFrameSize", "max_frame_size", int, DEFAULT_MAX_FRAME_BYTES, "largest frame, length included"),
+    Setting("maxFrameSize", "max_frame_size", int, DEFAULT_MAX_FRAME_BYTES, "largest frame, length included", proxy=True),
     Setting("maxMessageSize", "max_message_size", int, 4 * 1024 * 1024, "largest message body"),
     Setting("messageDelayLevel", "message_delay_level", str, DEFAULT_LEVELS, "delay of levels 1..n"),
     Setting("fileReservedTime", "file_reserved_time_hours", float, 72.0, "hours commit-log segments are kept"),
@@ -80,8 +82,8 @@ SETTINGS: tuple[Setting, ...] = (
             "consume-queue files mapped at once (2 fds each); idle ones reopen on use (0: a quarter of the fd limit)"),
     Setting("accessMessageInMemoryMaxRatio", "access_message_in_memory_max_ratio", int, 40,
             "percent of RAM whose newest messages count as cached (transfer limits, new-group offsets)"),
-    Setting("pullLogPath", "pull_log_path", str, "", "pull/hold event log dir (default: <store>/logs)"),
-    Setting("pullLogMode", "pull_log_mode", str, "all", "all, held or off"),
+    Setting("pullLogPath", "pull_log_path", str, "", "pull/hold event log dir (default: <store>/logs)", proxy=True),
+    Setting("pullLogMode", "pull_log_mode", str, "all", "all, held or off", proxy=True),
     Setting("clientStatsIntervalSeconds", "client_stats_interval_s", int, 60, "consumer running-info poll"),
     Setting("channelExpiredTimeout", "channel_expired_ms", int, 120_000, "close clients silent this long"),
     Setting("enablePropertyFilter", "enable_property_filter", bool, True,
@@ -99,6 +101,14 @@ SETTINGS: tuple[Setting, ...] = (
             "how often undecided half messages are looked for"),
     Setting("transactionCheckMax", "transaction_check_max", int, 15,
             "checks after which an undecided half message is discarded to TRANS_CHECK_MAX_TIME_TOPIC"),
+    Setting("namesrvAddr", "namesrv_addr", str, "", "upstream name servers, host:port[;host:port...]",
+            serve=False, proxy=True),
+    Setting("proxyBrokerPorts", "proxy_broker_ports", str, "",
+            "FIRST-LAST: local ports standing for upstream brokers (default: the 100 after listenPort)",
+            serve=False, proxy=True),
+    Setting("proxyRequestTimeoutMillis", "proxy_request_timeout_ms", int, 10_000,
+            "how long an upstream broker may take to answer before the client gets SYSTEM_ERROR",
+            serve=False, proxy=True),
 )
 
 

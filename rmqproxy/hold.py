@@ -47,6 +47,7 @@ WAKE_ARRIVAL = "arrival"
 WAKE_TIMEOUT = "timeout"
 WAKE_DISCONNECT = "disconnect"
 WAKE_SHUTDOWN = "shutdown"
+WAKE_UPSTREAM = "upstream"  # proxy mode: the upstream broker answered a pull it had held
 
 
 class HeldPull:
@@ -169,6 +170,13 @@ class HoldService:
                 self._count(WAKE_ARRIVAL)
             else:
                 self._insert(pull)  # nothing for it after all: hold on, to the same deadline
+
+    def release(self, pull: HeldPull, wake: str) -> None:
+        """End ``pull`` without a re-read: its answer came from elsewhere (proxy mode: the
+        upstream broker answered it)."""
+        if not pull.done:
+            self._remove(pull)
+            self._count(wake)
 
     def connection_closed(self, conn: Hashable) -> int:
         """Drop every pull held for ``conn`` (case C); returns how many."""

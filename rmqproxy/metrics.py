@@ -176,30 +176,34 @@ class Metrics:
     """The metric objects, and the hooks that feed them from pull events and requests."""
 
     def __init__(
-        self, registry: CollectorRegistry, *, cluster: str, node_id: str, max_label_values: int = 500
+        self, registry: CollectorRegistry, *, cluster: str, node_id: str, max_label_values: int = 500,
+        broker_label: bool = False,
     ) -> None:
         self.registry = registry
         self.common = (cluster, "broker", node_id)
+        # proxy mode: the pull families say which upstream broker served the pull
+        self.broker_label = broker_label
+        by = ["broker"] if broker_label else []
         self.topic_label = LabelLimiter(max_label_values)
         self.group_label = LabelLimiter(max_label_values)
         self.pull_latency = ReactorHistogram(
             "rmqproxy_pull_latency_seconds", "Pull request to answer, held or not (what clients see, less network).",
-            ["topic", "consumer_group", "code", "held"], buckets=LATENCY_BUCKETS, registry=registry,
+            ["topic", "consumer_group", "code", "held", *by], buckets=LATENCY_BUCKETS, registry=registry,
         )  # fmt: skip
         self.pull_hold = ReactorHistogram(
             "rmqproxy_pull_hold_seconds", "Time a pull spent held, by what ended the hold.",
-            ["topic", "consumer_group", "wake"], buckets=LATENCY_BUCKETS, registry=registry,
+            ["topic", "consumer_group", "wake", *by], buckets=LATENCY_BUCKETS, registry=registry,
         )  # fmt: skip
         self.pull_service = ReactorHistogram(
             "rmqproxy_pull_service_seconds", "Time spent reading and answering a pull, outside any hold.",
-            ["topic", "consumer_group"], buckets=LATENCY_BUCKETS, registry=registry,
+            ["topic", "consumer_group", *by], buckets=LATENCY_BUCKETS, registry=registry,
         )  # fmt: skip
         self.hold_overshoot = Histogram(
             "rmqproxy_pull_hold_overshoot_seconds", "Timeout wakes: actual hold minus the requested suspend time.",
             buckets=OVERSHOOT_BUCKETS, registry=registry,
         )  # fmt: skip
         self.wakeups = ReactorCounter(
-            "rmqproxy_hold_wakeups", "Held pulls ended, by reason.", ["topic", "consumer_group", "wake"],
+            "rmqproxy_hold_wakeups", "Held pulls ended, by reason.", ["topic", "consumer_group", "wake", *by],
             registry=registry,
         )  # fmt: skip
         self.lock_handoff = ReactorHistogram(
@@ -242,15 +246,16 @@ class Metrics:
 
     # --- hooks --------------------------------------------------------------------------------
 
-    def on_pull(self, event: PullEvent) -> None:
-        """A pull was answered (PullProcessor listener)."""
+    def on_pull(self, event: PullEvent, broker: str = "") -> None:
+        """A pull was answered (PullProcessor listener; in proxy mode, by ``broker``)."""
         topic, group = self.topic_label(event.topic), self.group_label(event.group)
         held = "true" if event.held else "false"
-        self.pull_latency.labels(topic, group, event.code, held).observe(event.total_ms / 1000)
-        self.pull_service.labels(topic, group).observe(event.service_ms / 1000)
+        by = (broker,) if self.broker_label else ()
+        self.pull_latency.labels(topic, group, event.code, held, *by).observe(event.total_ms / 1000)
+        self.pull_service.labels(topic, group, *by).observe(event.service_ms / 1000)
         if event.held:
-            self.pull_hold.labels(topic, group, event.wake).observe(event.hold_ms / 1000)
-            self.wakeups.labels(topic, group, event.wake).inc()
+            self.pull_hold.labels(topic, group, event.wake, *by).observe(event.hold_ms / 1000)
+            self.wakeups.labels(topic, group, event.wake, *by).inc()
             if event.wake == WAKE_TIMEOUT and event.suspend_ms:
                 self.hold_overshoot.observe(max(0.0, (event.hold_ms - event.suspend_ms) / 1000))
         if event.msgs:
@@ -327,7 +332,8 @@ class LiveState:
     """Collector reading live tables at scrape time (no inc/dec gauges that could drift from the tables)."""
 
     def __init__(
-        self, metrics: Metrics, *, holds: Any, locks: Any, clients: Any, lag: Callable[[], Iterable],
+        self, metrics: Metrics, *, holds: Any, locks: Any = None, clients: Any = None,
+        lag: Callable[[], Iterable] | None = None,
         pull_log: Any = None, rejections: Any = None, transactions: Any = None, timers: Any = None,
     ) -> None:
         self.metrics = metrics
@@ -386,6 +392,23 @@ class LiveState:
                 value=self.pull_log.dropped,
             )  # fmt: skip
 
+        if self.locks is not None:
+            yield from self._locks()
+        if self.lag is not None:
+            yield from self._lag()
+        if self.clients is not None:
+            yield from self._clients()
+        families: dict[str, GaugeMetricFamily] = {}
+        for labels, values in m.client_view():
+            for name, value in values.items():
+                family = families.get(name)
+                if family is None:
+                    family = families[name] = GaugeMetricFamily(name, name, labels=list(CLIENT_LABELS))
+                family.add_metric(list(labels), value)
+        yield from families.values()
+
+    def _locks(self):
+        m = self.metrics
         requests = CounterMetricFamily(
             "rmqproxy_lock_requests", "Lock and unlock requests by outcome.", labels=["consumer_group", "op", "outcome"]
         )
@@ -397,6 +420,8 @@ class LiveState:
             locked.add_metric([m.group_label(group)], self.locks.locked_queues(group))
         yield locked
 
+    def _lag(self):
+        m = self.metrics
         lag = GaugeMetricFamily(
             "rocketmq_consumer_lag_messages", "Messages not yet consumed (max offset minus committed).",
             labels=[*COMMON, "topic", "consumer_group", "is_retry", "is_system"],
@@ -413,6 +438,8 @@ class LiveState:
         yield lag
         yield inflight
 
+    def _clients(self):
+        m = self.metrics
         producers = GaugeMetricFamily(
             "rocketmq_producer_connections", "Producer connections.",
             labels=[*COMMON, "language", "version", "protocol_type"],
@@ -439,15 +466,6 @@ class LiveState:
                 consumers.add_metric(labels, value)
         yield producers
         yield consumers
-
-        families: dict[str, GaugeMetricFamily] = {}
-        for labels, values in m.client_view():
-            for name, value in values.items():
-                family = families.get(name)
-                if family is None:
-                    family = families[name] = GaugeMetricFamily(name, name, labels=list(CLIENT_LABELS))
-                family.add_metric(list(labels), value)
-        yield from families.values()
 
 
 class MetricsResource(Resource):

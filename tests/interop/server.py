@@ -15,6 +15,7 @@ reference Apache RocketMQ broker (``apache_broker.ApacheBroker``) behind the sam
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import resource
@@ -30,6 +31,7 @@ from typing import Protocol, Self
 
 __all__ = [
     "SHORT_DELAY_LEVELS",
+    "RunningProxy",
     "RunningServer",
     "ScenarioServer",
     "ServerError",
@@ -305,6 +307,49 @@ class RunningServer(ScratchServer):
 
     def __repr__(self) -> str:
         return f"RunningServer(namesrv={self.namesrv!r}, workdir={str(self.workdir)!r})"
+
+
+class RunningProxy(RunningServer):
+    """One ``rmqproxy proxy`` process in front of the name servers ``upstream`` ("host:port[;...]"),
+    its name-server port and a range of 16 broker ports free on loopback (context manager)."""
+
+    name = "rmqproxy-proxy"
+    BROKER_PORTS = 16
+
+    def __init__(self, upstream: str, *, proxy_conf: dict[str, str] | None = None, workdir: Path | None = None,
+                 port: int | None = None) -> None:  # fmt: skip
+        self.upstream = upstream
+        port = port or free_port(also_free=tuple(range(1, self.BROKER_PORTS + 1)))
+        self.broker_ports = (port + 1, port + self.BROKER_PORTS)
+        super().__init__(message_delay_level=None, broker_conf=proxy_conf, workdir=workdir, port=port)
+
+    @property
+    def broker_addr(self) -> str:
+        """The first broker listener (routes name the others)."""
+        return f"127.0.0.1:{self.broker_ports[0]}"
+
+    @property
+    def command(self) -> list[str]:
+        cmd = [
+            sys.executable, "-m", "rmqproxy.cli", "proxy",
+            "--bind-address", "127.0.0.1",
+            "--listen-port", str(self.port),
+            "--namesrv-addr", self.upstream,
+            "--proxy-broker-ports", f"{self.broker_ports[0]}-{self.broker_ports[1]}",
+            "--pull-log-path", str(self.workdir / "pulls"),
+        ]
+        if self.conf_path is not None:
+            cmd += ["-c", str(self.conf_path)]
+        if "metricsPromExporterPort" not in self.broker_conf:
+            cmd += ["--metrics-prom-exporter-port", "0"]
+        return cmd
+
+    def pull_events(self) -> list[dict]:
+        """Every pull event the proxy has logged so far (it flushes every 0.5 s)."""
+        events = []
+        for path in sorted((self.workdir / "pulls").glob("pulls-*.jsonl")):
+            events += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return events
 
 
 def start_target(kind: str, **kwargs: object) -> RunningServer:

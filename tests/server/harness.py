@@ -71,13 +71,14 @@ class Client:
 
     _ports = itertools.count(40000)
 
-    def __init__(self, server: Server, client_id: str = "10.0.0.5@1#1", version: int = 409) -> None:
+    def __init__(self, server: Any, client_id: str = "10.0.0.5@1#1", version: int = 409, *, factory: Any = None) -> None:
+        """A connection built by ``factory`` (default: the server's own listener factory)."""
         from rmqproxy.server import _Factory
 
         self.server = server
         self.client_id = client_id
         self.version = version
-        self.conn = _Factory(server).buildProtocol(None)
+        self.conn = (factory or _Factory(server)).buildProtocol(None)
         self.transport = StringTransport(peerAddress=IPv4Address("TCP", "10.0.0.5", next(self._ports)))
         self.conn.makeConnection(self.transport)
         self.peer = RemotingPeer()

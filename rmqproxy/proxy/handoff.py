@@ -1,0 +1,129 @@
+"""Queue locks of a client that is gone, released upstream in its name (``lockReleaseOnDisconnect``).
+
+An Apache broker keeps a queue lock for its clientId until 60 s after the last renewal, so when
+an orderly consumer dies its queues stand still for up to a minute. With
+``lockReleaseOnDisconnect=immediate`` the proxy ends that wait: it remembers each client's last
+LOCK_BATCH_MQ per (broker, group), and when the client's last connection to the proxy closes it
+sends that same request upstream as UNLOCK_BATCH_MQ. The broker unlocks by the clientId and
+queues of the body, whatever the channel; an ACL signature covers the ext fields and the body,
+not the request code, so the replay is signed as the client signed its lock. Only after the
+unlocks are answered are the client's upstream connections closed: closing them is what makes
+the broker tell the group's other consumers to rebalance, and they must find the queues free.
+
+A client that closes one connection and keeps others is still alive: its locks stay, and the
+closed connection's upstream channel closes after ``LINGER_S``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet import defer
+from twisted.logger import Logger
+
+from codec.bodies import LockBatchRequestBody
+from codec.codes import RequestCode
+from codec.command import RemotingCommand
+from codec.errors import CodecError
+
+from .upstream import ask
+
+if TYPE_CHECKING:
+    from .session import BrokerSession
+
+log = Logger()
+
+#: How long a closed session's upstream channel waits for the client's other connections to close.
+LINGER_S = 1.0
+#: Lock requests remembered per client (brokers x groups; more is a client sending junk).
+MAX_LOCKS_PER_CLIENT = 1024
+
+
+class LockHandoff:
+    def __init__(self, reactor: Any, *, immediate: bool, timeout_s: float, on_release: Any = None) -> None:
+        self.reactor = reactor
+        self.immediate = immediate
+        self.timeout_s = timeout_s
+        self.on_release = on_release  # (client id, queues unlocked) for metrics and tests
+        self._live: dict[str, set[BrokerSession]] = {}  # client id -> its open sessions
+        self._locks: dict[str, dict[tuple[str, int, str], RemotingCommand]] = {}  # client id -> last locks
+        self._parked: dict[str, list[BrokerSession]] = {}  # closed sessions waiting for the release
+
+    def joined(self, session: BrokerSession) -> None:
+        """``session`` told its clientId (its first heartbeat)."""
+        self._live.setdefault(session.client_id, set()).add(session)
+
+    def locked(self, session: BrokerSession, request: RemotingCommand) -> None:
+        """A LOCK_BATCH_MQ on its way upstream: remember it as the client's latest for that group."""
+        if not self.immediate:
+            return
+        try:
+            body = LockBatchRequestBody.from_json(request.body)
+        except CodecError:
+            return
+        client_id = body.client_id or ""
+        if not client_id or not body.consumer_group:
+            return
+        if not session.client_id:  # locks before any heartbeat: the body names the client
+            session.client_id = client_id
+            self.joined(session)
+        elif client_id != session.client_id:
+            return  # one client per connection: a body naming another is not remembered
+        locks = self._locks.setdefault(client_id, {})
+        key = (session.node.name, session.node.broker_id, body.consumer_group)
+        if key in locks or len(locks) < MAX_LOCKS_PER_CLIENT:
+            locks[key] = request
+
+    def left(self, session: BrokerSession) -> bool:
+        """``session``'s client connection closed. True when this keeps its upstream channel open
+        for now (it closes once the client's locks are released, or after ``LINGER_S``)."""
+        client_id = session.client_id
+        live = self._live.get(client_id)
+        if live is not None:
+            live.discard(session)
+            if not live:
+                del self._live[client_id]
+        if not self.immediate or client_id not in self._locks:
+            return False
+        self._parked.setdefault(client_id, []).append(session)
+        if client_id in self._live:  # the client is still connected elsewhere
+            self.reactor.callLater(LINGER_S, self._linger_over, client_id, session)
+        else:
+            self._release(client_id)
+        return True
+
+    def _linger_over(self, client_id: str, session: BrokerSession) -> None:
+        parked = self._parked.get(client_id)
+        if parked is not None and session in parked:
+            parked.remove(session)
+            if not parked:
+                del self._parked[client_id]
+            session.link.close()
+
+    def _release(self, client_id: str) -> None:
+        """The client is gone: unlock its queues everywhere, then close its channels."""
+        parked = self._parked.pop(client_id, [])
+        locks = self._locks.pop(client_id, {})
+        by_node = {(s.node.name, s.node.broker_id): s for s in parked if s.link.conn is not None and s.link.conn.connected}
+        sent = []
+        for (name, broker_id, group), lock in locks.items():
+            session = by_node.get((name, broker_id))
+            if session is None:
+                continue  # no channel of the client to that broker is left: its lock expires there
+            unlock = dataclasses.replace(lock, code=RequestCode.UNLOCK_BATCH_MQ)
+            d = ask(session.link.conn, unlock, self.timeout_s)
+            d.addErrback(lambda f, g=group, n=name: log.warn("unlocking {group} on {node} for a departed client "
+                                                             "failed: {error}", group=g, node=n,
+                                                             error=f.getErrorMessage()))  # fmt: skip
+            sent.append(d)
+        if sent:
+            log.info("client {client} left: released its queue locks of {n} group(s) upstream", client=client_id, n=len(sent))
+        if self.on_release is not None:
+            self.on_release(client_id, len(sent))
+
+        def close_all(_: Any) -> None:
+            for session in parked:
+                session.link.close()
+
+        defer.DeferredList(sent).addCallback(close_all)
