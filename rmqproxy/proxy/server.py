@@ -30,12 +30,12 @@ from ..hold import HoldService
 from ..metrics import LiveState, Metrics, MetricsResource
 from ..pulllog import PullEvent, PullLog
 from ..rejects import Rejections
-from ..transport import Connection, ReplyBuffers
+from ..transport import Connection, ReplyBuffers, WriteBatch
 from .handoff import LockHandoff
 from .nodes import NoFreePort, Node, NodeDirectory, parse_port_range
 from .routes import cluster_nodes, rewrite_cluster_info, rewrite_route
 from .session import BrokerSession
-from .upstream import NameServers, UpstreamError, relabel
+from .upstream import Dialer, NameServers, UpstreamError, relabel
 
 log = Logger()
 
@@ -60,7 +60,7 @@ class _ConnectionFactory(Factory):
         conn = Connection(
             self.handler, proxy.reactor, max_frame_bytes=proxy.config.max_frame_size, on_close=proxy.closed,
             on_reject=proxy.rejections, max_in_flight=proxy.config.max_in_flight_requests_per_connection,
-            buffers=proxy.reply_buffers,
+            buffers=proxy.reply_buffers, batch=proxy.batch,
         )  # fmt: skip
         proxy.connections.add(conn)
         if self.node is not None:
@@ -84,8 +84,9 @@ class ProxyServer:
         self.pull_log = PullLog(config.pull_log_dir, config.pull_log_mode)
         self.registry.register(LiveState(self.metrics, holds=self.holds, pull_log=self.pull_log,
                                          rejections=self.rejections))  # fmt: skip
-        self.namesrvs = NameServers(reactor, config.namesrv_addr, max_frame_bytes=config.max_frame_size,
-                                    timeout_s=self.timeout_s)  # fmt: skip
+        self.batch = WriteBatch()
+        self.dialer = Dialer(reactor, max_frame_bytes=config.max_frame_size, timeout_s=self.timeout_s, batch=self.batch)
+        self.namesrvs = NameServers(self.dialer, config.namesrv_addr)
         self.nodes = NodeDirectory(parse_port_range(config.proxy_broker_ports, config.listen_port),
                                    config.advertised_host, self._listen_node)  # fmt: skip
         self.handoff = LockHandoff(reactor, immediate=config.lock_release_on_disconnect == "immediate",

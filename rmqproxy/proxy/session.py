@@ -54,11 +54,8 @@ class BrokerSession:
         self.client = client
         self.client_id = ""
         self.heartbeat: RemotingCommand | None = None  # the client's last HEART_BEAT, replayed on re-dial
-        self.link = LazyConnection(
-            proxy.reactor, lambda: node.upstream, self.from_broker,
-            max_frame_bytes=proxy.config.max_frame_size, timeout_s=proxy.timeout_s,
-            on_connect=self._replay_heartbeat,
-        )  # fmt: skip
+        self.link = LazyConnection(proxy.dialer, lambda: node.upstream, self.from_broker,
+                                   on_connect=self._replay_heartbeat)  # fmt: skip
         self.pulls = PullRelay(self)
 
     def __repr__(self) -> str:

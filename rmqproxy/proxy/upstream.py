@@ -20,7 +20,7 @@ from twisted.python.failure import Failure
 
 from codec.command import RemotingCommand
 
-from ..transport import Connection, Handler, RequestTimeout
+from ..transport import Connection, Handler, RequestTimeout, WriteBatch
 
 log = Logger()
 
@@ -29,23 +29,30 @@ class UpstreamError(Exception):
     """An upstream peer could not be reached, closed, or did not answer in time."""
 
 
-def dial(
-    reactor: Any, address: str, handler: Handler, *, max_frame_bytes: int, timeout_s: float,
-    on_close: Callable[[Connection], None] | None = None,
-) -> defer.Deferred:  # fmt: skip
-    """A Deferred ``Connection`` to ``address`` ("host:port"); fails with UpstreamError."""
-    host, _, port = address.rpartition(":")
-    try:
-        endpoint = TCP4ClientEndpoint(reactor, host, int(port), timeout=timeout_s)
-    except ValueError:
-        return defer.fail(UpstreamError(f"bad upstream address {address!r}"))
-    conn = Connection(handler, reactor, max_frame_bytes=max_frame_bytes, on_close=on_close)
-    d = endpoint.connect(_Quiet(conn))
+class Dialer:
+    """How the proxy opens upstream connections: their frame cap, connect timeout, and the write
+    batch they share with the client connections (``transport.WriteBatch``)."""
 
-    def failed(failure: Any) -> None:
-        raise UpstreamError(f"cannot connect to {address}: {failure.getErrorMessage()}")
+    def __init__(self, reactor: Any, *, max_frame_bytes: int, timeout_s: float, batch: WriteBatch | None = None) -> None:
+        self.reactor = reactor
+        self.max_frame_bytes = max_frame_bytes
+        self.timeout_s = timeout_s
+        self.batch = batch
 
-    return d.addErrback(failed)
+    def dial(self, address: str, handler: Handler, on_close: Callable[[Connection], None] | None = None) -> defer.Deferred:
+        """A Deferred ``Connection`` to ``address`` ("host:port"); fails with UpstreamError."""
+        host, _, port = address.rpartition(":")
+        try:
+            endpoint = TCP4ClientEndpoint(self.reactor, host, int(port), timeout=self.timeout_s)
+        except ValueError:
+            return defer.fail(UpstreamError(f"bad upstream address {address!r}"))
+        conn = Connection(handler, self.reactor, max_frame_bytes=self.max_frame_bytes, on_close=on_close,
+                          batch=self.batch)  # fmt: skip
+
+        def failed(failure: Any) -> None:
+            raise UpstreamError(f"cannot connect to {address}: {failure.getErrorMessage()}")
+
+        return endpoint.connect(_Quiet(conn)).addErrback(failed)
 
 
 class _Quiet(Factory):
@@ -80,14 +87,12 @@ class LazyConnection:
     while it is being dialed wait for the same attempt."""
 
     def __init__(
-        self, reactor: Any, address: Callable[[], str], handler: Handler, *, max_frame_bytes: int, timeout_s: float,
+        self, dialer: Dialer, address: Callable[[], str], handler: Handler, *,
         on_connect: Callable[[Connection], Any] | None = None, on_close: Callable[[Connection], None] | None = None,
     ) -> None:  # fmt: skip
-        self.reactor = reactor
+        self.dialer = dialer
         self.address = address
         self.handler = handler
-        self.max_frame_bytes = max_frame_bytes
-        self.timeout_s = timeout_s
         self.on_connect = on_connect  # may return a Deferred: callers wait for it (a replayed heartbeat)
         self.on_close = on_close
         self.conn: Connection | None = None
@@ -103,8 +108,7 @@ class LazyConnection:
         waiting: defer.Deferred = defer.Deferred()
         self._waiters.append(waiting)
         if len(self._waiters) == 1:
-            dial(self.reactor, self.address(), self.handler, max_frame_bytes=self.max_frame_bytes,
-                 timeout_s=self.timeout_s, on_close=self.on_close).addCallbacks(self._connected, self._release)  # fmt: skip
+            self.dialer.dial(self.address(), self.handler, self.on_close).addCallbacks(self._connected, self._release)
         return waiting
 
     def _connected(self, conn: Connection) -> Any:
@@ -140,14 +144,13 @@ class NameServers:
     """The upstream name servers (``namesrvAddr``, Java's ``a;b`` syntax): one connection at a
     time, to the first that answers, and the next one when it fails."""
 
-    def __init__(self, reactor: Any, addresses: str, *, max_frame_bytes: int, timeout_s: float) -> None:
+    def __init__(self, dialer: Dialer, addresses: str) -> None:
         self.addresses = [a.strip() for a in addresses.split(";") if a.strip()]
         if not self.addresses:
             raise ValueError("namesrvAddr names no name server (host:port[;host:port...])")
-        self.timeout_s = timeout_s
+        self.timeout_s = dialer.timeout_s
         self._index = 0
-        self._link = LazyConnection(reactor, self._current, _refuse, max_frame_bytes=max_frame_bytes,
-                                    timeout_s=timeout_s)  # fmt: skip
+        self._link = LazyConnection(dialer, self._current, _refuse)
 
     def _current(self) -> str:
         return self.addresses[self._index % len(self.addresses)]

@@ -41,7 +41,7 @@ class FakeBroker:
 
     def __init__(self, session: BrokerSession, reactor: FakeReactor) -> None:
         self.transport = StringTransport(peerAddress=IPv4Address("TCP", "10.1.0.1", 10911))
-        self.conn = Connection(session.from_broker, reactor, max_frame_bytes=16 << 20)
+        self.conn = Connection(session.from_broker, reactor, max_frame_bytes=16 << 20, batch=session.proxy.batch)
         self.conn.makeConnection(self.transport)
         session.link.conn = self.conn  # as if dialed
         self.peer = RemotingPeer()  # the broker's own numbering, for requests it starts
