@@ -162,3 +162,15 @@ def test_a_new_upstream_connection_replays_the_client_s_heartbeat_first(setup) -
     (broker,) = replayed
     (heartbeat,) = broker.requests(RequestCode.HEART_BEAT)
     assert heartbeat.body == client.broker.requests(RequestCode.HEART_BEAT)[0].body
+
+
+def test_a_broker_that_does_not_answer_gets_the_client_an_error_within_a_second_of_the_timeout(setup) -> None:
+    proxy, reactor, client = setup
+    opaque = client.send(RequestCode.GET_MAX_OFFSET, ext={"topic": "T", "queueId": "0"})
+    reactor.advance(proxy.timeout_s - 0.5)
+    assert client.answer(opaque) is None
+    assert client.conn.in_flight == 1
+    reactor.advance(1.5)
+    answer = client.answer(opaque)
+    assert answer.code == ResponseCode.SYSTEM_ERROR and "did not answer" in answer.remark
+    assert client.conn.in_flight == 0

@@ -1,0 +1,311 @@
+"""A reference Apache RocketMQ cluster: one 4.9.7 name server and several broker masters.
+
+::
+
+    with ApacheCluster(("broker-a", "broker-b")) as cluster:
+        ...  # clients use cluster.namesrv; cluster.broker_addrs == {"broker-a": "127.0.0.1:P", ...}
+        cluster.kill("broker-b")  # SIGKILL, as a crash would
+        cluster.start_broker("broker-b")  # same port and store; back when the name server lists it
+
+Each broker is a master (brokerId 0) of ``DefaultCluster`` (4.9.7, or the 5.3.1 broker with
+``broker_5=True``, which registers with the 4.9.7 name server as ``ApacheBroker`` does), built from
+the same pieces as ``apache_broker.ApacheBroker``.  Layout of the working directory::
+
+    namesrv/        user.home of the name server: namesrv.conf, namesrv.out, namesrv.log, home/
+    <broker name>/  user.home of that broker: broker.conf, broker.out, broker.log (4.9.x),
+                    logs/rocketmqlogs/broker.log (5.x), store/, home/ (its ROCKETMQ_HOME)
+
+Every broker has its own ``ROCKETMQ_HOME`` and ``user.home``: a 4.9.x broker logs where
+``home/conf/logback_broker.xml`` says and a 5.x broker under ``user.home``, so shared ones would
+mix their logs; and with ``acl`` each reads (and watches, and may rewrite through the admin
+commands) its own ``home/conf/plain_acl.yml``.
+
+A broker is ready when it has printed its boot line and the name server's GET_BROKER_CLUSTER_INFO
+lists it, in ``DefaultCluster``, at its address.  ``restart()``, ``stop()``, ``log_tail()``,
+``close()``, ``namesrv`` and ``broker_addr`` (the first broker) let it stand where a
+``server.ScenarioServer`` is expected.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from codec.bodies import ClusterInfo
+from codec.codes import RequestCode
+
+from .apache_broker import (
+    BROKER_MAIN,
+    CLUSTER_NAME,
+    NAMESRV_BOOT_LINE,
+    NAMESRV_MAIN,
+    REFERENCE_5_VERSION,
+    REFERENCE_VERSION,
+    TEST_JVM,
+    ReferenceJvm,
+    broker_boot_line,
+    broker_properties,
+    make_home,
+    namesrv_properties,
+    plain_acl_yaml,
+    reference_classpaths,
+    tail_logs,
+    write_properties,
+)
+from .server import SHORT_DELAY_LEVELS, ScratchServer, ServerError, free_port
+from .wire import WireClient
+
+__all__ = ["ApacheCluster", "cluster_info", "listed_masters"]
+
+
+def cluster_info(namesrv: str, timeout: float = 5.0) -> ClusterInfo:
+    """The name server's GET_BROKER_CLUSTER_INFO (106) answer."""
+    with WireClient(namesrv, timeout) as wire:
+        answer = wire.call(RequestCode.GET_BROKER_CLUSTER_INFO)
+    if answer.code != 0:
+        raise ServerError(f"GET_BROKER_CLUSTER_INFO answered {answer.code}: {answer.remark}")
+    return ClusterInfo.from_json(answer.body)
+
+
+def listed_masters(info: ClusterInfo, cluster: str = CLUSTER_NAME) -> dict[str, str]:
+    """Broker name -> master address, for the brokers of ``cluster`` that ``info`` lists with one."""
+    names = info.cluster_addr_table.get(cluster, [])
+    masters = {}
+    for name in names:
+        data = info.broker_addr_table.get(name)
+        if data is not None and 0 in data.broker_addrs:
+            masters[name] = data.broker_addrs[0]
+    return masters
+
+
+class ApacheCluster(ScratchServer):
+    """One name server and a master per name in ``brokers`` (context manager)."""
+
+    START_TIMEOUT = 90.0  # per JVM, to its boot line
+    REGISTER_TIMEOUT = 30.0  # from the boot line to the name server listing the broker
+    STOP_TIMEOUT = 60.0
+
+    def __init__(
+        self,
+        brokers: Sequence[str] = ("broker-a", "broker-b"),
+        *,
+        broker_5: bool = False,
+        broker_conf: Mapping[str, str] | None = None,
+        acl: Mapping[str, str] | None = None,
+        message_delay_level: str | None = SHORT_DELAY_LEVELS,
+        workdir: Path | None = None,
+        jvm: Mapping[str, list[str]] = TEST_JVM,
+    ) -> None:
+        brokers = list(brokers)
+        if not brokers or len(set(brokers)) != len(brokers):
+            raise ValueError(f"broker names must be given, each once: {brokers!r}")
+        if acl is not None:
+            if not {"accessKey", "secretKey"} <= acl.keys():
+                raise ValueError("acl wants {'accessKey': ..., 'secretKey': ...}")
+            plain_acl_yaml(acl["accessKey"], acl["secretKey"])  # refuses keys the broker would refuse
+        self.name = f"apache-cluster-{REFERENCE_5_VERSION if broker_5 else REFERENCE_VERSION}"
+        self.broker_5 = broker_5
+        self.acl = dict(acl) if acl is not None else None
+        self.classpath, self.broker_classpath = reference_classpaths(broker_5)
+        self.ports: dict[str, int] = {}  # broker name -> listen port
+        self._brokers: dict[str, ReferenceJvm] = {}
+        super().__init__(workdir, "rmq-reference-cluster-")
+        self.startup_seconds = 0.0  # of the last start(): name server, then every broker ready
+        try:
+            self._prepare(brokers, broker_conf, message_delay_level, jvm)
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _prepare(
+        self,
+        brokers: list[str],
+        broker_conf: Mapping[str, str] | None,
+        message_delay_level: str | None,
+        jvm: Mapping[str, list[str]],
+    ) -> None:
+        """The working directory's confs and homes, and a ``ReferenceJvm`` per process."""
+        self.namesrv_port = free_port()
+        ns_dir = self.workdir / "namesrv"
+        self._namesrv = ReferenceJvm(
+            "namesrv", NAMESRV_MAIN, classpath=self.classpath, jvm=jvm["namesrv"],
+            conf=write_properties(ns_dir / "namesrv.conf", namesrv_properties(self.namesrv_port, ns_dir)),
+            home=make_home(ns_dir / "home", {"namesrv": ns_dir / "namesrv.log"}),
+            user_home=ns_dir, out_path=ns_dir / "namesrv.out", ready_line=NAMESRV_BOOT_LINE,
+            log_path=ns_dir / "namesrv.log", start_timeout=self.START_TIMEOUT, stop_timeout=self.STOP_TIMEOUT,
+        )  # fmt: skip
+        extra = {**({"aclEnable": "true"} if self.acl is not None else {}), **(broker_conf or {})}
+        for name in brokers:
+            self.ports[name] = port = self._pick_broker_port()
+            bdir = self.workdir / name
+            conf = broker_properties(
+                name=name, port=port, namesrv=self.namesrv, store=bdir / "store",
+                message_delay_level=message_delay_level, extra=extra,
+            )  # fmt: skip
+            self._brokers[name] = ReferenceJvm(
+                "broker", BROKER_MAIN, classpath=self.broker_classpath, jvm=jvm["broker"],
+                conf=write_properties(bdir / "broker.conf", conf),
+                home=make_home(bdir / "home", {"broker": bdir / "broker.log"}, self.acl),
+                user_home=bdir, out_path=bdir / "broker.out", ready_line=broker_boot_line(f"127.0.0.1:{port}"),
+                log_path=bdir / "broker.log", start_timeout=self.START_TIMEOUT, stop_timeout=self.STOP_TIMEOUT,
+            )  # fmt: skip
+
+    def _pick_broker_port(self) -> int:
+        """A port free with port - 2 and port + 1 (what a broker binds), clear of those already
+        picked: they are all free now, but the name server and the other brokers bind theirs later."""
+        taken = {self.namesrv_port} | {p + d for p in self.ports.values() for d in (-2, 0, 1)}
+        while True:
+            port = free_port(also_free=(-2, 1))
+            if not taken & {port - 2, port, port + 1}:
+                return port
+
+    # --- addresses ---------------------------------------------------------------------------
+
+    @property
+    def namesrv(self) -> str:
+        return f"127.0.0.1:{self.namesrv_port}"
+
+    @property
+    def broker_names(self) -> list[str]:
+        return list(self._brokers)
+
+    @property
+    def broker_addrs(self) -> dict[str, str]:
+        return {name: f"127.0.0.1:{port}" for name, port in self.ports.items()}
+
+    @property
+    def broker_addr(self) -> str:
+        """The first broker's address (what a ``ScenarioServer`` offers)."""
+        return self.broker_addrs[self.broker_names[0]]
+
+    def broker_pid(self, name: str) -> int:
+        return self._broker(name).pid
+
+    # --- the name server's view --------------------------------------------------------------
+
+    def cluster_info(self) -> ClusterInfo:
+        return cluster_info(self.namesrv)
+
+    def listed(self) -> dict[str, str]:
+        """Broker name -> address of the masters the name server lists in ``DefaultCluster``."""
+        return listed_masters(self.cluster_info())
+
+    def wait_listed(self, name: str, *, present: bool = True, timeout: float | None = None) -> None:
+        """Until the name server lists ``name`` at its address (or, ``present=False``, no longer
+        lists it: a broker's entry goes when its connection to the name server closes)."""
+        addr = self.broker_addrs[name]
+        deadline = time.monotonic() + (self.REGISTER_TIMEOUT if timeout is None else timeout)
+        seen: object = None
+        while True:
+            try:
+                masters = self.listed()
+                if (masters.get(name) == addr) == present:
+                    return
+                seen = masters
+            except (OSError, AssertionError, ServerError) as e:  # name server starting, closing, or refusing
+                seen = e
+            if present and not self._broker(name).alive():
+                raise ServerError(f"{name} exited before the name server listed it\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise ServerError(
+                    f"the name server {'does not list' if present else 'still lists'} {name} at {addr} "
+                    f"(it answers {seen!r})\n{self.log_tail()}"
+                )
+            time.sleep(0.1)
+
+    # --- processes ---------------------------------------------------------------------------
+
+    def _broker(self, name: str) -> ReferenceJvm:
+        try:
+            return self._brokers[name]
+        except KeyError:
+            raise KeyError(f"no broker {name!r} in this cluster ({', '.join(self._brokers)})") from None
+
+    def _ready(self, jvm: ReferenceJvm) -> None:
+        try:
+            jvm.wait_ready()
+        except ServerError as e:
+            raise ServerError(f"{e}\n{self.log_tail()}") from None
+
+    def _start_brokers(self, names: Iterable[str]) -> None:
+        """Spawn them all, then wait for each (the JVMs boot side by side)."""
+        jvms = [(name, self._broker(name)) for name in names]
+        for _, jvm in jvms:
+            jvm.spawn()
+        try:
+            for name, jvm in jvms:
+                self._ready(jvm)
+                self.wait_listed(name)
+        except BaseException:
+            for _, jvm in jvms:
+                jvm.kill()
+            raise
+
+    def start(self) -> None:
+        """The name server (unless running), then every broker not running."""
+        began = time.monotonic()
+        if not self._namesrv.alive():
+            self._namesrv.spawn()
+            self._ready(self._namesrv)
+        self._start_brokers([name for name, jvm in self._brokers.items() if not jvm.alive()])
+        self.startup_seconds = time.monotonic() - began
+
+    def start_broker(self, name: str) -> None:
+        """Start ``name`` again (same port, conf and store); return once the name server lists it."""
+        if self._broker(name).alive():
+            raise ServerError(f"{name} is already running")
+        self._start_brokers([name])
+
+    def stop_broker(self, name: str) -> None:
+        """SIGTERM ``name`` and wait for its exit (it unregisters from the name server first)."""
+        self._broker(name).terminate()
+
+    def kill(self, name: str) -> None:
+        """SIGKILL ``name`` only, as a crash would stop it (``start_broker`` brings it back)."""
+        self._broker(name).kill()
+
+    def alive(self, name: str | None = None) -> bool:
+        """Whether ``name`` (or every process: the name server and all brokers) is running."""
+        if name is not None:
+            return self._broker(name).alive()
+        return self._namesrv.alive() and all(jvm.alive() for jvm in self._brokers.values())
+
+    def stop(self) -> None:
+        """SIGTERM every broker (side by side) and wait, then the name server."""
+        try:
+            for jvm in self._brokers.values():
+                jvm.signal_stop()
+            errors = []
+            for jvm in self._brokers.values():
+                try:
+                    jvm.wait_stopped()
+                except ServerError as e:
+                    errors.append(str(e))
+            if errors:
+                raise ServerError("; ".join(errors))
+        finally:
+            self._namesrv.terminate()
+
+    def restart(self) -> None:
+        """Every process stopped and started again, on the same ports and stores."""
+        self.stop()
+        self.start()
+
+    def log_tail(self, chars: int = 4000) -> str:
+        """The last ``chars`` of each process's output and log."""
+        paths = [*self._namesrv.log_paths]
+        for jvm in self._brokers.values():
+            paths += jvm.log_paths
+        return tail_logs(paths, chars, root=self.workdir)
+
+    def _halt(self) -> None:
+        """Kill every JVM (the stores are thrown away, so graceful shutdowns buy nothing)."""
+        for jvm in self._brokers.values():
+            jvm.kill()
+        if hasattr(self, "_namesrv"):  # not when _prepare failed before it
+            self._namesrv.kill()
+
+    def __repr__(self) -> str:
+        return f"ApacheCluster(namesrv={self.namesrv!r}, brokers={self.broker_addrs!r}, workdir={str(self.workdir)!r})"
