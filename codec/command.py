@@ -108,8 +108,21 @@ class RemotingCommand:
             serialize_type=self.serialize_type,
         )
 
+    def with_opaque(self, opaque: int) -> RemotingCommand:
+        """This command under another opaque: what relaying changes. A decoded command keeps the
+        header bytes it came in, and encodes by patching their opaque rather than writing them anew
+        (what a proxy does twice per request), so every other byte of the header is the sender's."""
+        fields = dict(self.__dict__)
+        fields["opaque"] = opaque
+        return _with_fields(fields)
+
     def encode_header(self) -> bytes:
         """Length prefix, type/length word and header; write the body after it."""
+        raw = self.__dict__.get("_raw")
+        if raw is not None:
+            header = _repatched(raw, self.opaque, self.serialize_type)
+            if header is not None:
+                return frame_prefix(self.serialize_type, len(header), len(self.body)) + header
         if self.serialize_type == SerializeType.ROCKETMQ:
             header = _encode_binary(self)
         elif self.serialize_type == SerializeType.JSON:
@@ -142,11 +155,28 @@ class RemotingCommand:
             raise HeaderError(f"unknown serialize type {serialize_type}", where=4)
         fields["body"] = body
         fields["serialize_type"] = serialize_type
+        fields["_raw"] = (header, fields["opaque"])  # see ``with_opaque``; not a field: equality ignores it
         return _with_fields(fields)
 
 
+def _repatched(raw: tuple[bytes, int], opaque: int, serialize_type: int) -> bytes | None:
+    """The received header ``raw`` (bytes, the opaque it had) with ``opaque`` in it, or None when
+    the opaque cannot be found exactly once (then the header is written anew)."""
+    header, had = raw
+    if opaque == had:
+        return header
+    if serialize_type == SerializeType.ROCKETMQ:
+        return header[:5] + _INT32.pack(opaque) + header[9:]
+    needle = b'"opaque":%d' % had
+    at = header.find(needle)
+    end = at + len(needle)
+    if at < 0 or header[end : end + 1] not in (b",", b"}") or header.find(needle, end) >= 0:
+        return None
+    return header[:at] + b'"opaque":%d' % opaque + header[end:]
+
+
 def _with_fields(fields: dict) -> RemotingCommand:
-    """A ``RemotingCommand`` whose ``__dict__`` is ``fields`` (all nine), without the frozen
+    """A ``RemotingCommand`` whose ``__dict__`` is ``fields`` (all nine, and ``_raw`` if decoded), without the frozen
     ``__init__``; ``fields`` becomes the command's, so the caller must not keep it."""
     command = object.__new__(RemotingCommand)
     object.__setattr__(command, "__dict__", fields)

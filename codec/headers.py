@@ -315,6 +315,16 @@ DeleteTopicFromNamesrvRequestHeader = _define(
 GetTopicsByClusterRequestHeader = _define("GetTopicsByClusterRequestHeader", "cluster:S!")
 QueryTopicConsumeByWhoRequestHeader = _define("QueryTopicConsumeByWhoRequestHeader", "topic:S!" + _TOPIC_RPC)
 GetTopicConfigRequestHeader = _define("GetTopicConfigRequestHeader", "topic:S!" + _TOPIC_RPC)
+ResetOffsetRequestHeader = _define(
+    "ResetOffsetRequestHeader", "topic:S! group:S! queueId:I^ offset:L^ timestamp:L! isForce:B!" + _TOPIC_RPC
+)
+GetConsumerStatusRequestHeader = _define(
+    "GetConsumerStatusRequestHeader", "topic:S! group:S! clientAddr:S" + _TOPIC_RPC
+)
+ConsumeMessageDirectlyResultRequestHeader = _define(
+    "ConsumeMessageDirectlyResultRequestHeader",
+    "consumerGroup:S! clientId:S msgId:S brokerName:S topic:S^ topicSysFlag:I^ groupSysFlag:I^" + _TOPIC_RPC,
+)
 GetConsumerRunningInfoRequestHeader = _define(
     "GetConsumerRunningInfoRequestHeader", "consumerGroup:S! clientId:S! jstackEnable:B=false" + _RPC
 )
@@ -378,6 +388,9 @@ REQUEST_HEADERS: dict[int, HeaderCodec] = {
     _C.GET_TOPICS_BY_CLUSTER: GetTopicsByClusterRequestHeader.CODEC,
     _C.QUERY_TOPIC_CONSUME_BY_WHO: QueryTopicConsumeByWhoRequestHeader.CODEC,
     _C.GET_CONSUMER_RUNNING_INFO: GetConsumerRunningInfoRequestHeader.CODEC,
+    _C.RESET_CONSUMER_CLIENT_OFFSET: ResetOffsetRequestHeader.CODEC,
+    _C.GET_CONSUMER_STATUS_FROM_CLIENT: GetConsumerStatusRequestHeader.CODEC,
+    _C.CONSUME_MESSAGE_DIRECTLY: ConsumeMessageDirectlyResultRequestHeader.CODEC,
     _C.GET_TOPIC_CONFIG: GetTopicConfigRequestHeader.CODEC,
     _C.SEND_MESSAGE_V2: SEND_V2,
     _C.SEND_BATCH_MESSAGE: SEND_V2,

@@ -19,7 +19,6 @@ the benchmark clients all use it unchanged.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from typing import Any, NamedTuple
 
@@ -85,10 +84,13 @@ class RemotingPeer:
         answered, unless one-way."""
         opaque = next(self._opaques)
         if command.opaque != opaque:
-            command = dataclasses.replace(command, opaque=opaque)
+            command = command.with_opaque(opaque)
         if not command.flag & FLAG_ONEWAY:
             self._outstanding[opaque] = Outstanding(opaque, command.code, deadline, context)
         return opaque, command.encode()
+
+    def has_outstanding(self) -> bool:
+        return bool(self._outstanding)
 
     def outstanding(self) -> list[Outstanding]:
         return list(self._outstanding.values())

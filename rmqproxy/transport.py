@@ -49,6 +49,8 @@ Handler = Callable[[RemotingCommand, "Connection"], Any]
 
 _ids = itertools.count(1)
 
+#: How often the deadlines of ``Connection.call`` requests are checked.
+SWEEP_S = 1.0
 #: Replies of one read leave early once they pass this size (see the module doc).
 REPLY_FLUSH_BYTES = 256 * 1024
 
@@ -116,6 +118,7 @@ class Connection(Protocol):
         self.id = next(_ids)
         self.batch = batch
         self._pending: list[bytes] = []  # writes waiting for ``batch`` to end
+        self._sweeper: Any = None  # the timer of the next deadline sweep of ``call`` requests
         self.handler = handler
         self.clock = clock
         self.peer = RemotingPeer(max_frame_bytes)
@@ -330,15 +333,30 @@ class Connection(Protocol):
             self._write_request(self.peer.request(_with(command, flag=command.flag | FLAG_ONEWAY))[1])
 
     def request(self, command: RemotingCommand, timeout_s: float) -> defer.Deferred:
-        """A server-initiated request; fires with the response, or fails with RequestTimeout."""
+        """A server-initiated request; fires with the response, or fails with RequestTimeout
+        exactly ``timeout_s`` later (a timer of its own)."""
         d: defer.Deferred = defer.Deferred()
         if not self.connected:
             d.errback(RequestTimeout(f"{self} is closed"))
             return d
-        call = self.clock.callLater(timeout_s, self._expire)
-        _, data = self.peer.request(command, deadline=self.clock.seconds() + timeout_s, context=(d, call))
-        self._write_request(data)
+        timer = self.clock.callLater(timeout_s, self._expire)
+        self._send_request(command, timeout_s, _settle, (d, timer))
         return d
+
+    def call(self, command: RemotingCommand, timeout_s: float, callback: Callable[..., Any], *args: Any) -> None:
+        """A request whose answer, or a RequestTimeout, is passed to ``callback(result, *args)``.
+        Without a Deferred or a timer each: its deadline is checked by a sweep once a second, as
+        a Java client checks its own (the proxy relays thousands of these a second)."""
+        if not self.connected:
+            callback(RequestTimeout(f"{self} is closed"), *args)
+            return
+        self._send_request(command, timeout_s, callback, args)
+        if self._sweeper is None:
+            self._sweeper = self.clock.callLater(SWEEP_S, self._sweep)
+
+    def _send_request(self, command: RemotingCommand, timeout_s: float, callback: Callable[..., Any], args: tuple) -> None:
+        _, data = self.peer.request(command, deadline=self.clock.seconds() + timeout_s, context=(callback, args))
+        self._write_request(data)
 
     def _write_request(self, data: bytes) -> None:
         """Our own request's bytes, in order with the replies of the read being handled; counted
@@ -354,26 +372,32 @@ class Connection(Protocol):
 
     def _expire(self) -> None:
         for outstanding in self.peer.expire(self.clock.seconds()):
-            outstanding.context[0].errback(RequestTimeout(f"{self} did not answer request {outstanding.opaque}"))
+            callback, args = outstanding.context
+            callback(RequestTimeout(f"{self} did not answer request {outstanding.opaque}"), *args)
+
+    def _sweep(self) -> None:
+        self._sweeper = None
+        self._expire()
+        if self.connected and self.peer.has_outstanding():
+            self._sweeper = self.clock.callLater(SWEEP_S, self._sweep)
 
     def _answered(self, incoming: Incoming) -> None:
         if incoming.kind is not ANSWER:
             log.debug("unmatched response {opaque} ({code}) from {conn}", opaque=incoming.command.opaque,
                       code=code_name(incoming.command.code, response=True), conn=self)  # fmt: skip
             return
-        d, call = incoming.outstanding.context
-        if call.active():
-            call.cancel()
-        d.callback(incoming.command)
+        callback, args = incoming.outstanding.context
+        callback(incoming.command, *args)
 
     def connectionLost(self, reason: Failure = None) -> None:
         self.connected = False
         self.buffers.drained(self)
+        if self._sweeper is not None and self._sweeper.active():
+            self._sweeper.cancel()
+        self._sweeper = None
         for outstanding in self.peer.close():
-            d, call = outstanding.context
-            if call.active():
-                call.cancel()
-            d.errback(RequestTimeout(f"{self} closed before answering"))
+            callback, args = outstanding.context
+            callback(RequestTimeout(f"{self} closed before answering"), *args)
         if self.on_close is not None:
             self.on_close(self)
 
@@ -381,6 +405,16 @@ class Connection(Protocol):
         if self.connected:
             self.connected = False
             self.transport.loseConnection()
+
+
+def _settle(result: Any, d: defer.Deferred, timer: Any) -> None:
+    """A ``request``'s answer or timeout, to its Deferred."""
+    if timer.active():
+        timer.cancel()
+    if isinstance(result, Exception):
+        d.errback(result)
+    else:
+        d.callback(result)
 
 
 def _with(command: RemotingCommand, **changes: Any) -> RemotingCommand:

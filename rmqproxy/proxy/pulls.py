@@ -124,8 +124,8 @@ class PullRelay:
             if answer is not None:
                 return self._finish(pull, relabel(answer, request.opaque), WAKE_NONE, None)
         if not pull.suspend_ms:  # answered at once by the broker: nothing to hold or keep
-            d = self.session.forward(request)
-            return d.addCallback(self._answered_now, pull)
+            d = self.session.link.get().addCallback(ask, request, self.proxy.timeout_s)
+            return d.addCallbacks(self._answered_now, self._failed_now, callbackArgs=(pull,), errbackArgs=(pull,))
         holds = self.proxy.holds
         if holds.conn_full(self.session.client) or self.outstanding >= holds.max_held_per_conn:
             return request.response(
@@ -263,7 +263,10 @@ class PullRelay:
 
     def _answered_now(self, answer: RemotingCommand, pull: ClientPull) -> RemotingCommand:
         """A pull that asked not to be held, relayed."""
-        return self._finish(pull, answer, WAKE_NONE, None)
+        return self._finish(pull, relabel(answer, pull.request.opaque), WAKE_NONE, None)
+
+    def _failed_now(self, failure: Any, pull: ClientPull) -> RemotingCommand:
+        return self._finish(pull, self.session.failed(failure, pull.request), WAKE_NONE, None)
 
     def _finish(self, pull: ClientPull, answer: RemotingCommand, wake: str, up: UpstreamPull | None) -> RemotingCommand:
         """Answer ``pull`` (once) and tell the listeners how it went."""

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from codec.bodies import HeartbeatData
 from codec.codes import RequestCode, ResponseCode
@@ -81,8 +82,24 @@ class BrokerSession:
             self.link.get().addCallbacks(lambda conn: conn.send_oneway(request), self._oneway_lost, errbackArgs=(request,))
             return None
         started = self.proxy.reactor.seconds()
-        d = self.link.get().addCallback(ask, request, timeout_s or self.proxy.timeout_s)
+        timeout_s = timeout_s or self.proxy.timeout_s
+        conn = self.link.conn
+        if conn is not None and conn.connected:  # the usual case, without Deferreds: see ``_relay``
+            self.client.in_flight += 1
+            conn.call(request, timeout_s, self._relay, request, started)
+            return None
+        d = self.link.get().addCallback(ask, request, timeout_s)
         return d.addCallbacks(self._relayed, self.failed, callbackArgs=(request, started), errbackArgs=(request,))
+
+    def _relay(self, result: RemotingCommand | Exception, request: RemotingCommand, started: float) -> None:
+        """The broker's answer (or its absence) to a request forwarded on an open connection,
+        written to the client; it counts as in flight until then, as a Deferred answer would."""
+        client = self.client
+        client.in_flight -= 1
+        if isinstance(result, Exception):
+            client.write_command(self.failed(Failure(UpstreamError(str(result))), request))
+        else:
+            client.write_command(self._relayed(result, request, started))
 
     def _relayed(self, answer: RemotingCommand, request: RemotingCommand, started: float) -> RemotingCommand:
         elapsed_ms = (self.proxy.reactor.seconds() - started) * 1000

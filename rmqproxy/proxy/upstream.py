@@ -8,7 +8,6 @@ is here.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -69,7 +68,7 @@ class _Quiet(Factory):
 
 def relabel(command: RemotingCommand, opaque: int) -> RemotingCommand:
     """``command`` under another opaque (what a relayed answer changes, and nothing else)."""
-    return dataclasses.replace(command, opaque=opaque)
+    return command.with_opaque(opaque)
 
 
 def ask(conn: Connection, command: RemotingCommand, timeout_s: float) -> defer.Deferred:

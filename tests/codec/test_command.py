@@ -241,3 +241,30 @@ def test_json_header_decode_agrees_with_json_loads(text: bytes, suffix: bytes, p
     (types included) as json.loads' reading, or the same refusal."""
     for data in _as_header(prefix + text + suffix):
         assert _decoded(data, _decode_json) == _decoded(data, _reference_decode)
+
+
+@pytest.mark.parametrize("serialize", [SerializeType.JSON, SerializeType.ROCKETMQ])
+def test_a_decoded_command_under_another_opaque_keeps_every_other_header_byte(serialize: int) -> None:
+    """``with_opaque`` (relaying): the received header is patched, not written anew, and decodes
+    to the same command with the new opaque; a header whose opaque is not found once is re-encoded."""
+    ext = {"opaque": "7", "topic": "T", "note": '"opaque":7'}  # an ext key and a value that look like it
+    sent = RemotingCommand(code=310, opaque=7, flag=0, remark="r", ext_fields=ext, body=b"b", version=401,
+                           serialize_type=serialize, language=LanguageCode.GO)  # fmt: skip
+    frame = sent.encode()
+    received = RemotingCommand.decode(frame[4:])
+    relayed = received.with_opaque(123456)
+    again = RemotingCommand.decode(relayed.encode()[4:])
+    assert again == dataclasses.replace(sent, opaque=123456)
+    assert received.with_opaque(7).encode() == frame
+    if serialize == SerializeType.ROCKETMQ:
+        assert relayed.encode_header()[8:] == received.encode_header()[8:13] + struct.pack(">i", 123456) + \
+            received.encode_header()[17:]  # fmt: skip
+
+
+def test_a_json_header_written_by_another_client_is_patched_in_place() -> None:
+    header = b'{"code":11,"language":"GO","version":317,"opaque":42,"flag":0,"extFields":{"topic":"T"}}'
+    payload = struct.pack(">i", len(header)) + header
+    received = RemotingCommand.decode(payload)
+    relayed = received.with_opaque(9).encode()
+    assert relayed[8:] == header.replace(b'"opaque":42', b'"opaque":9')
+    assert RemotingCommand.decode(relayed[4:]).opaque == 9
