@@ -1,0 +1,144 @@
+"""Real Java clients through ``rmqproxy proxy`` in front of a real Apache cluster (broker-a and
+broker-b behind one name server): 4.9.7 brokers, and 5.3.1 brokers. Clients know only the proxy.
+
+Each scenario is the interop suite's (tests/interop/test_scenarios.py) run through the proxy;
+what the reference itself cannot do (a 5.x lite pull against a 4.9.7 broker) is expected to fail
+the same way through the proxy (``scenario_checks.reference_gap``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from codec.bodies import TopicRouteData
+from codec.codes import RequestCode
+from tests.interop.scenario_checks import assert_all_received, explain, no_error, reference_gap, send_to_new_topic
+from tests.interop.scenario_runner import ScenarioProgram, unique_name
+from tests.interop.wire import WireClient
+
+from .proxied import ProxiedCluster
+
+SEND_COUNT = 2000
+
+
+@pytest.fixture(scope="module", params=["4.9.7", "5.3.1"])
+def proxied(request: pytest.FixtureRequest) -> Iterator[ProxiedCluster]:
+    with ProxiedCluster(broker_5=request.param == "5.3.1") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def sent(program: ScenarioProgram, proxied: ProxiedCluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Sync, async, oneway and batch sends to a fresh topic, auto-created on both brokers."""
+    return send_to_new_topic(program, proxied, tmp_path_factory, "ViaSend", count=SEND_COUNT)
+
+
+def _route(proxied: ProxiedCluster, topic: str) -> TopicRouteData:
+    answer = WireClient(proxied.namesrv).call(RequestCode.GET_ROUTEINFO_BY_TOPIC, topic=topic)
+    assert answer.code == 0, answer.remark
+    return TopicRouteData.from_json(answer.body)
+
+
+def test_send_reaches_both_brokers_through_the_proxy_s_addresses(sent: dict[str, Any], proxied: ProxiedCluster) -> None:
+    no_error(sent, proxied)
+    modes = sent["modes"]
+    for mode in ("sync", "async"):
+        assert modes[mode]["statuses"] == {"SEND_OK": SEND_COUNT // 4}, explain(sent, proxied, "modes", "failures")
+    assert sum(modes["batch"]["statuses"].values()) == modes["batch"]["count"]
+    route = _route(proxied, sent["topic"])
+    low, high = proxied.proxy.broker_ports
+    addresses = {b.broker_name: b.broker_addrs[0] for b in route.broker_datas}
+    assert set(addresses) == {"broker-a", "broker-b"}, route
+    assert all(low <= int(a.rsplit(":", 1)[1]) <= high for a in addresses.values()), addresses
+
+
+def test_push_consumer_gets_every_message(program: ScenarioProgram, proxied: ProxiedCluster, sent: dict[str, Any]) -> None:
+    r = program.run("push", namesrv=proxied.namesrv, manifest=sent["_manifest"],
+                    group=unique_name("ViaPush", program.line), timeout_ms=60000)  # fmt: skip
+    no_error(r, proxied)
+    assert_all_received(r, proxied, "push")
+    events = proxied.proxy.pull_events()
+    mine = [e for e in events if e["topic"] == sent["topic"] and e["code"] == "SUCCESS"]
+    assert sum(e["msgs"] for e in mine) >= SEND_COUNT, "the proxy's pull log misses pulls it relayed"
+
+
+def test_lite_pull_consumer_gets_every_message(program: ScenarioProgram, proxied: ProxiedCluster,
+                                                sent: dict[str, Any]) -> None:  # fmt: skip
+    if proxied.cluster.broker_5 is False and reference_gap(proxied, program.line, "litepull"):
+        pytest.xfail(reference_gap(proxied, program.line, "litepull"))
+    r = program.run("litepull", namesrv=proxied.namesrv, manifest=sent["_manifest"],
+                    group=unique_name("ViaLite", program.line), timeout_ms=60000)  # fmt: skip
+    no_error(r, proxied)
+    for mode in ("subscribe", "assign"):
+        sub = {**r[mode], "_log_dir": r["_log_dir"], "_progress": r["_progress"],
+               "client_version": r["client_version"], "scenario": f"litepull/{mode}"}  # fmt: skip
+        assert_all_received(sub, proxied, f"lite pull ({mode})")
+
+
+def test_retry_and_dlq_through_send_back(program: ScenarioProgram, proxied: ProxiedCluster) -> None:
+    topic = unique_name("ViaRetry", program.line)
+    group = f"{topic}-cg"
+    r = program.run("retry", namesrv=proxied.namesrv, topic=topic, group=group, count=1, max_reconsume=2,
+                    timeout_ms=90000)  # fmt: skip
+    no_error(r, proxied)
+    for key, seq in r["sequences"].items():
+        assert seq == [0, 1, 2], f"{key}: {seq}\n" + explain(r, proxied, "sequences", "deliveries")
+    assert r["dlq"]["topic"] == f"%DLQ%{group}" and r["dlq"]["found"] == 1, explain(r, proxied, "dlq")
+
+
+def test_mqadmin_through_the_proxy(program: ScenarioProgram, proxied: ProxiedCluster, sent: dict[str, Any]) -> None:
+    """topicList, topicRoute, updateTopic (-c: on every broker of the cluster), consumerProgress
+    and brokerStatus, with only the proxy's address."""
+    no_error(sent, proxied)
+    pushed = program.run("push", namesrv=proxied.namesrv, manifest=sent["_manifest"],
+                         group=unique_name("ViaAdm", program.line), timeout_ms=60000)  # fmt: skip
+    no_error(pushed, proxied)
+    sample = sent["samples"][0]
+    new_topic = unique_name("ViaAdmin", program.line)
+    r = program.run("mqadmin", namesrv=proxied.namesrv, topic=sent["topic"], group=pushed["group"],
+                    msg_id=sample["offset_msg_id"], key=sample["key"], new_topic=new_topic,
+                    broker_addr=proxied.broker_addr)  # fmt: skip
+    no_error(r, proxied)
+    out = {}
+    for c in r["commands"]:
+        name = c["name"] if c["name"] != "topicRoute" or sent["topic"] in c["args"] else "topicRoute(new)"
+        out[name] = c
+    print("\n".join(f"$ mqadmin {' '.join(c['args'])}\n{c['stdout'][:600]}{c['stderr'][:300]}" for c in r["commands"]))
+    assert sent["topic"] in out["topicList"]["stdout"], out["topicList"]
+    low, high = proxied.proxy.broker_ports
+    for name in ("topicRoute", "topicRoute(new)"):
+        text = out[name]["stdout"]
+        assert "broker-a" in text and "broker-b" in text, out[name]
+        assert f"127.0.0.1:{low}" in text or f"127.0.0.1:{low + 1}" in text, out[name]
+    assert out["updateTopic"]["stderr"].strip() == "" and "create topic to" in out["updateTopic"]["stdout"], out["updateTopic"]
+    new_route = _route(proxied, new_topic)
+    assert sorted(q.broker_name for q in new_route.queue_datas) == ["broker-a", "broker-b"], new_route
+    progress = out["consumerProgress"]
+    if not reference_gap(proxied, program.line, "consumerProgress") or proxied.cluster.broker_5:
+        assert "broker-a" in progress["stdout"] and "broker-b" in progress["stdout"], progress
+        assert "Consume TPS" in progress["stdout"] or "Diff Total" in progress["stdout"], progress
+    status = out["brokerStatus"]["stdout"]
+    assert "brokerVersionDesc" in status and "msgPutTotalTodayNow" in status, out["brokerStatus"]
+
+
+def test_restart_of_the_proxy_is_a_broker_restart_to_clients(program: ScenarioProgram, proxied: ProxiedCluster) -> None:
+    """Produce and consume continuously while the proxy restarts: every SEND_OK message arrives."""
+    topic = unique_name("ViaRestart", program.line)
+    run = program.start("restart", namesrv=proxied.namesrv, topic=topic, group=f"{topic}-cg", interval_ms=5)
+    try:
+        before = run.wait_progress("received", 200, timeout=90)
+        proxied.restart()
+        mark = run.drain().get("sent", 0)
+        run.wait_progress("received", mark + 200, timeout=90)
+        r = run.finish(timeout=120)
+    finally:
+        run.kill()
+    no_error(r, proxied)
+    fields = ("sent_ok", "send_failed", "received", "distinct", "duplicates", "missing", "missing_keys", "drain_ms")
+    assert r["sent_ok"] > before["sent"], explain(r, proxied, *fields)
+    assert r["missing"] == 0, f"{r['missing']} acknowledged messages never arrived\n" + explain(r, proxied, *fields)
+    print(f"restart via proxy: sent_ok={r['sent_ok']} failed={r['send_failed']} received={r['received']} "
+          f"duplicates={r['duplicates']} drain_ms={r['drain_ms']}")
