@@ -1,0 +1,76 @@
+"""Faults behind the proxy, with real Java clients and a real 4.9.7 cluster of two brokers.
+
+- kill -9 of one broker while messages flow: producers go on with the other broker, consumers
+  get every message that was acknowledged, and the killed broker is used again once it is back;
+- a broker that stops answering (SIGSTOP): a request through the proxy gets SYSTEM_ERROR with a
+  remark at the proxy's timeout, never silence.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from codec.bodies import TopicRouteData
+from codec.codes import RequestCode, ResponseCode
+from tests.interop.scenario_checks import explain, no_error
+from tests.interop.scenario_runner import ScenarioProgram, unique_name
+from tests.interop.wire import WireClient
+
+from .proxied import ProxiedCluster
+
+TIMEOUT_MS = 2000
+
+
+@pytest.fixture(scope="module")
+def proxied() -> Iterator[ProxiedCluster]:
+    with ProxiedCluster(proxy_conf={"proxyRequestTimeoutMillis": str(TIMEOUT_MS)}) as server:
+        yield server
+
+
+def test_kill_9_of_a_broker_during_traffic(program: ScenarioProgram, proxied: ProxiedCluster) -> None:
+    topic = unique_name("ViaKill", program.line)
+    run = program.start("restart", namesrv=proxied.namesrv, topic=topic, group=f"{topic}-cg", interval_ms=5)
+    try:
+        before = run.wait_progress("received", 200, timeout=90)
+        proxied.cluster.kill("broker-b")
+        killed_at = run.drain().get("sent", 0)
+        during = run.wait_progress("received", killed_at + 300, timeout=90)  # broker-a carries on alone
+        proxied.cluster.start_broker("broker-b")
+        back = run.drain().get("sent", 0)
+        run.wait_progress("received", back + 300, timeout=120)
+        r = run.finish(timeout=120)
+    finally:
+        run.kill()
+    no_error(r, proxied)
+    fields = ("sent_ok", "send_failed", "send_failures", "received", "distinct", "duplicates", "missing", "missing_keys",
+              "drain_ms")  # fmt: skip
+    print(f"kill -9 broker-b: before={before} during={during} sent_ok={r['sent_ok']} failed={r['send_failed']} "
+          f"received={r['received']} duplicates={r['duplicates']}")
+    assert r["sent_ok"] > back, explain(r, proxied, *fields)
+    assert r["missing"] == 0, f"{r['missing']} acknowledged messages never arrived\n" + explain(r, proxied, *fields)
+
+
+def test_a_broker_that_stops_answering_gets_clients_an_error_at_the_proxy_s_timeout(proxied: ProxiedCluster) -> None:
+    route = TopicRouteData.from_json(
+        WireClient(proxied.namesrv).call(RequestCode.GET_ROUTEINFO_BY_TOPIC, topic="TBW102").body
+    )
+    via = {b.broker_name: b.broker_addrs[0] for b in route.broker_datas}["broker-a"]
+    pid = proxied.cluster.broker_pid("broker-a")
+    client = WireClient(via, timeout=30)
+    assert client.call(RequestCode.GET_MAX_OFFSET, topic="TBW102", queue_id=0).code == ResponseCode.SUCCESS
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        answer = client.call(RequestCode.GET_MAX_OFFSET, topic="TBW102", queue_id=0)
+        waited = time.monotonic() - started
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    print(f"stopped broker: code {answer.code} after {waited:.2f} s: {answer.remark}")
+    assert answer.code == ResponseCode.SYSTEM_ERROR and "broker-a" in answer.remark, answer
+    assert TIMEOUT_MS / 1000 <= waited <= TIMEOUT_MS / 1000 + 1.5  # the proxy checks deadlines once a second
+    assert client.call(RequestCode.GET_MAX_OFFSET, topic="TBW102", queue_id=0).code == ResponseCode.SUCCESS
