@@ -13,9 +13,12 @@ import java.util.Map;
 import org.apache.commons.cli.Options;
 import org.apache.commons.cli.ParseException;
 import org.apache.commons.cli.PosixParser;
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.srvutil.ServerUtil;
 import org.apache.rocketmq.tools.command.MQAdminStartup;
 import org.apache.rocketmq.tools.command.SubCommand;
+import org.apache.rocketmq.tools.command.broker.BrokerStatusSubCommand;
 import org.apache.rocketmq.tools.command.cluster.ClusterListSubCommand;
 import org.apache.rocketmq.tools.command.consumer.ConsumerProgressSubCommand;
 import org.apache.rocketmq.tools.command.message.QueryMsgByIdSubCommand;
@@ -33,13 +36,14 @@ import org.apache.rocketmq.tools.command.topic.UpdateTopicSubCommand;
  * --msg-id (an offset message id), --key (a message key of T), --new-topic X, --cluster
  * (DefaultCluster).  Commands: clusterList, topicList, topicRoute -t T, topicStatus -t T,
  * updateTopic -c CLUSTER -t X -r 4 -w 4, topicRoute -t X, consumerProgress -g G, queryMsgById -i ID
- * (plus -t T where the command declares it: 5.x requires it), queryMsgByKey -t T -k KEY, each with
- * -n NAMESRV.  Arguments are checked against the command's options first, because a parse error
- * inside MQAdminStartup ends the JVM (System.exit).  Result: commands [{name, args, stdout,
+ * (plus -t T where the command declares it: 5.x requires it), queryMsgByKey -t T -k KEY, and with
+ * --broker-addr A also brokerStatus -b A, each with -n NAMESRV.  Arguments are checked against the
+ * command's options first, because a parse error inside MQAdminStartup ends the JVM (System.exit).  Result: commands [{name, args, stdout,
  * stderr, elapsed_ms}].
  *
  * <p>4.9.x MQAdminStartup loads ${rocketmq.home.dir}/conf/logback_tools.xml and skips the command if
- * it is missing, so a temporary home with a logback config (logging to a file) is set up first.
+ * it is missing, so a temporary home with a logback config (logging to a file) is set up first;
+ * with --access-key/--secret-key it also gets conf/tools.yml, what 4.9.x mqadmin signs with.
  */
 @SuppressWarnings("deprecation")
 final class AdminScenario {
@@ -49,7 +53,8 @@ final class AdminScenario {
     static {
         for (SubCommand c : new SubCommand[] {new ClusterListSubCommand(), new TopicListSubCommand(),
             new TopicRouteSubCommand(), new TopicStatusSubCommand(), new UpdateTopicSubCommand(),
-            new ConsumerProgressSubCommand(), new QueryMsgByIdSubCommand(), new QueryMsgByKeySubCommand()}) {
+            new ConsumerProgressSubCommand(), new QueryMsgByIdSubCommand(), new QueryMsgByKeySubCommand(),
+            new BrokerStatusSubCommand()}) {
             SUB_COMMANDS.put(c.commandName(), c);
         }
     }
@@ -65,6 +70,7 @@ final class AdminScenario {
         String key = a.get("key");
         String newTopic = a.get("new-topic");
         String cluster = a.get("cluster", "DefaultCluster");
+        String brokerAddr = a.get("broker-addr", null);
         // {name, option, value, option, value, ...}; an option the command does not declare is left
         // out (queryMsgById takes -t only in 5.x, where it is required)
         List<String[]> commands = Arrays.asList(
@@ -77,6 +83,10 @@ final class AdminScenario {
             new String[] {"consumerProgress", "-g", group},
             new String[] {"queryMsgById", "-t", topic, "-i", msgId},
             new String[] {"queryMsgByKey", "-t", topic, "-k", key});
+        if (brokerAddr != null) {
+            commands = new ArrayList<>(commands);
+            commands.add(new String[] {"brokerStatus", "-b", brokerAddr});
+        }
         List<Map<String, Object>> results = new ArrayList<>();
         for (String[] spec : commands) {
             results.add(command(ns, spec));
@@ -118,6 +128,12 @@ final class AdminScenario {
             + "  </appender>\n"
             + "  <root level=\"WARN\"><appender-ref ref=\"FILE\"/></root>\n</configuration>\n";
         Files.write(conf.resolve("logback_tools.xml"), xml.getBytes(StandardCharsets.UTF_8));
+        if (Main.aclHook() instanceof AclClientRPCHook) {
+            // 4.9.x main0 ignores its RPCHook argument and signs with conf/tools.yml (5.x uses the argument)
+            SessionCredentials c = ((AclClientRPCHook) Main.aclHook()).getSessionCredentials();
+            String yml = "accessKey: " + Json.write(c.getAccessKey()) + "\nsecretKey: " + Json.write(c.getSecretKey()) + "\n";
+            Files.write(conf.resolve("tools.yml"), yml.getBytes(StandardCharsets.UTF_8));
+        }
         System.setProperty("rocketmq.home.dir", home.toString());
     }
 
@@ -144,7 +160,7 @@ final class AdminScenario {
         try {
             System.setOut(new PrintStream(outBuf, true, "UTF-8"));
             System.setErr(new PrintStream(errBuf, true, "UTF-8"));
-            MQAdminStartup.main0(args, null);
+            MQAdminStartup.main0(args, Main.aclHook());
         } catch (Throwable t) {
             thrown = Main.describe(t);
         } finally {

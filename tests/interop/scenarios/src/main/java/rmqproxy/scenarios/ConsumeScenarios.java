@@ -32,7 +32,7 @@ import org.apache.rocketmq.remoting.protocol.RemotingCommand;
  * </ul>
  * Options: --manifest, --group (base consumer group), --from (first or last: where a group without
  * an offset starts, default first), --timeout-ms (60000), --grace-ms (1000: keep consuming after
- * the last expected key, to count duplicates or unwanted tags).
+ * the last expected key, to count duplicates or unwanted tags), --access-key/--secret-key (see {@link Main}).
  * Result: {@link Tracker#report} (expected, received, distinct, duplicates, missing, missing_keys,
  * missing_by_mode, unexpected, tags, queues, first_message_ms, ...) plus complete and elapsed_ms.
  */
@@ -142,7 +142,7 @@ final class ConsumeScenarios {
     /** A push consumer recording every delivery in {@code tracker}; --from picks where a new group starts. */
     private static DefaultMQPushConsumer pushConsumer(Main.Args a, String group, RPCHook hook, String topic,
         String expr, Tracker tracker) throws Exception {
-        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group, hook, new AllocateMessageQueueAveragely());
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group, Main.withAcl(hook), new AllocateMessageQueueAveragely());
         c.setNamesrvAddr(a.namesrv());
         String from = a.get("from", "first");
         switch (from) {
@@ -182,7 +182,7 @@ final class ConsumeScenarios {
         Tracker tracker = new Tracker(expected);
         long timeout = a.getLong("timeout-ms", 60000);
         long grace = a.getLong("grace-ms", 1000);
-        DefaultLitePullConsumer c = new DefaultLitePullConsumer(group);
+        DefaultLitePullConsumer c = new DefaultLitePullConsumer(group, Main.aclHook());
         c.setNamesrvAddr(a.namesrv());
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         long t0 = System.currentTimeMillis();

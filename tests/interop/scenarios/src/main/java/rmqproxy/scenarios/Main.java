@@ -10,6 +10,10 @@ import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
+import org.apache.rocketmq.remoting.RPCHook;
+import org.apache.rocketmq.remoting.protocol.RemotingCommand;
 
 /**
  * Real-client scenarios against a RocketMQ name server + broker.
@@ -23,11 +27,21 @@ import java.util.Map;
  * stdout carries only progress lines (free text, and "PROGRESS k=v ..." for the restart
  * scenario) and exactly one final line {@code RESULT {json}}; everything else the JVM or the
  * RocketMQ libraries print is redirected to stderr.  A scenario that throws still prints a
- * RESULT, with "error" set.
+ * RESULT, with "error" set (and, when a broker's answer caused it, "error_broker_code",
+ * "error_broker_remark" and "error_broker_addr": the code, remark and address of the first
+ * MQBrokerException among the causes).
+ *
+ * <p>ACL: with {@code --access-key AK --secret-key SK} (both or neither) the clients of the send,
+ * push, tags, tagskip and litepull scenarios and the mqadmin commands are built with
+ * {@code new AclClientRPCHook(new SessionCredentials(AK, SK))}, which signs every request (AccessKey
+ * and Signature ext fields); the RESULT then carries "access_key".  Without them the clients are
+ * built exactly as before (a null RPCHook is what the one-argument constructors pass).
  */
 public final class Main {
     /** The real stdout; System.out is redirected to stderr so that libraries cannot pollute it. */
     private static PrintStream out;
+    /** The ACL signing hook of --access-key/--secret-key, or null without them (set once, before any scenario). */
+    private static RPCHook aclHook;
 
     private Main() {
     }
@@ -42,11 +56,16 @@ public final class Main {
             Args args = Args.parse(argv);
             result.put("scenario", args.scenario);
             result.put("client_version", clientVersion());
+            aclHook = args.aclHook();
+            if (aclHook != null) {
+                result.put("access_key", args.get("access-key"));
+            }
             Map<String, Object> body = run(args);
             result.putAll(body);
         } catch (Throwable t) {
             result.put("error", describe(t));
             result.put("error_trace", trace(t));
+            result.putAll(brokerAnswer(t));
             rc = 1;
         }
         result.put("scenario_elapsed_ms", System.currentTimeMillis() - start);
@@ -92,6 +111,35 @@ public final class Main {
         }
     }
 
+    /** The RPCHook clients are built with: the ACL signer of --access-key/--secret-key, or null. */
+    static RPCHook aclHook() {
+        return aclHook;
+    }
+
+    /**
+     * The ACL signer (if any) followed by {@code extra} (if any) as one hook, for a client that
+     * needs a hook of its own as well; null when both are null.
+     */
+    static RPCHook withAcl(RPCHook extra) {
+        final RPCHook acl = aclHook;
+        if (acl == null || extra == null) {
+            return acl == null ? extra : acl;
+        }
+        return new RPCHook() {
+            @Override
+            public void doBeforeRequest(String remoteAddr, RemotingCommand request) {
+                acl.doBeforeRequest(remoteAddr, request);
+                extra.doBeforeRequest(remoteAddr, request);
+            }
+
+            @Override
+            public void doAfterResponse(String remoteAddr, RemotingCommand request, RemotingCommand response) {
+                acl.doAfterResponse(remoteAddr, request, response);
+                extra.doAfterResponse(remoteAddr, request, response);
+            }
+        };
+    }
+
     /** Print one progress line on the real stdout. */
     static void progress(String line) {
         synchronized (Main.class) {
@@ -122,6 +170,22 @@ public final class Main {
         }
         String s = sb.toString();
         return s.length() > 2000 ? s.substring(0, 2000) + "..." : s;
+    }
+
+    /** error_broker_code/remark/addr of the first MQBrokerException among t and its causes (empty if none). */
+    static Map<String, Object> brokerAnswer(Throwable t) {
+        Map<String, Object> r = new LinkedHashMap<>();
+        Throwable cur = t;
+        for (int depth = 0; cur != null && depth < 10; depth++, cur = cur.getCause() == cur ? null : cur.getCause()) {
+            if (cur instanceof org.apache.rocketmq.client.exception.MQBrokerException) {
+                org.apache.rocketmq.client.exception.MQBrokerException b = (org.apache.rocketmq.client.exception.MQBrokerException) cur;
+                r.put("error_broker_code", b.getResponseCode());
+                r.put("error_broker_remark", b.getErrorMessage());
+                r.put("error_broker_addr", b.getBrokerAddr());
+                break;
+            }
+        }
+        return r;
     }
 
     static String trace(Throwable t) {
@@ -216,6 +280,19 @@ public final class Main {
 
         String namesrv() {
             return get("namesrv");
+        }
+
+        /** {@code AclClientRPCHook(SessionCredentials(--access-key, --secret-key))}, or null when neither is given. */
+        RPCHook aclHook() {
+            String ak = opts.get("access-key");
+            String sk = opts.get("secret-key");
+            if (ak == null && sk == null) {
+                return null;
+            }
+            if (ak == null || sk == null) {
+                throw new IllegalArgumentException("--access-key and --secret-key go together");
+            }
+            return new AclClientRPCHook(new SessionCredentials(ak, sk));
         }
     }
 }

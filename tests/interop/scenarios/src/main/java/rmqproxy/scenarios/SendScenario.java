@@ -27,7 +27,7 @@ import org.apache.rocketmq.common.message.Message;
  *
  * <p>One set-up send to "{topic}-warmup" comes first (see {@link Main#setupSend}).
  * Options: --topic, --group (producer group), --count, --batch-size (50), --async-inflight
- * (128), --tags, --manifest.  Result: per mode the count, statuses (SendStatus name, EXCEPTION, ONEWAY
+ * (128), --tags, --manifest (and --access-key/--secret-key, see {@link Main}).  Result: per mode the count, statuses (SendStatus name, EXCEPTION, ONEWAY
  * for unconfirmed oneway sends) and elapsed ms; failures (first 20, exception text); samples of
  * sync results (key, msgId, offsetMsgId, queueId, queueOffset) for mqadmin.
  */
@@ -58,7 +58,7 @@ final class SendScenario {
         String manifest = a.get("manifest", null);
         tags = a.get("tags", String.join(",", tags)).split(",");
 
-        DefaultMQProducer producer = new DefaultMQProducer(group);
+        DefaultMQProducer producer = new DefaultMQProducer(group, Main.aclHook());
         producer.setNamesrvAddr(a.namesrv());
         producer.start();
         // Warm up (classes, connections, auto-create path) on another topic, so that a cold JVM's

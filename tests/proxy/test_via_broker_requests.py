@@ -1,0 +1,69 @@
+"""Requests the broker starts, through the proxy, and two proxies in front of one cluster.
+
+A 4.9.7 cluster of one broker (the rebalance scenario counts queues of one broker) with quick
+transaction check-backs, and two ``rmqproxy proxy`` processes in front of it:
+- a transaction whose producer answers UNKNOW is checked back (CHECK_TRANSACTION_STATE reaches
+  the producer through the proxy, its END_TRANSACTION goes back) and the consumer gets exactly the
+  committed messages;
+- when one of two consumers leaves, the other takes all queues within 5 s: the broker's
+  NOTIFY_CONSUMER_IDS_CHANGED reaches it through the proxy;
+- messages sent through one proxy are consumed through the other, and by a client given both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.interop.scenario_checks import assert_all_received, explain, no_error, send_to_new_topic
+from tests.interop.scenario_runner import ScenarioProgram, unique_name
+from tests.interop.server import RunningProxy
+from tests.interop.test_transactions import TRANSACTION_CONF, check_outcome
+
+from .proxied import ProxiedCluster
+
+
+@pytest.fixture(scope="module")
+def proxied() -> Iterator[ProxiedCluster]:
+    with ProxiedCluster(brokers=("broker-a",), broker_conf=TRANSACTION_CONF) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def second(proxied: ProxiedCluster) -> Iterator[RunningProxy]:
+    with RunningProxy(proxied.cluster.namesrv) as proxy:
+        yield proxy
+
+
+def test_transaction_check_back_through_the_proxy(program: ScenarioProgram, proxied: ProxiedCluster) -> None:
+    topic = unique_name("ViaTx", program.line)
+    result = program.run("transaction", namesrv=proxied.namesrv, topic=topic, group=unique_name("ViaTxCg", program.line),
+                         count=30, timeout_ms=60000)  # fmt: skip
+    check_outcome(result, proxied)
+    assert result["sent"] == 30 and result["expected"] == 20, explain(result, proxied)
+    unknown = {f"{topic}-{i}" for i in range(2, 30, 3)}
+    assert unknown <= set(result["checks"]), explain(result, proxied, "checks")
+
+
+def test_rebalance_is_told_through_the_proxy(program: ScenarioProgram, proxied: ProxiedCluster) -> None:
+    topic = unique_name("ViaRebal", program.line)
+    r = program.run("rebalance", namesrv=proxied.namesrv, topic=topic, group=f"{topic}-cg", queues=8, count=80)
+    no_error(r, proxied)
+    fields = ("route_queues", "a_alone", "split", "takeover", "consumed", "allocations")
+    assert r["split"]["ok"], explain(r, proxied, *fields)
+    assert r["takeover"]["b"] == list(range(8)) and r["takeover"]["ms"] <= 5000, explain(r, proxied, *fields)
+    assert r["consumed"] == r["expected"], explain(r, proxied, *fields)
+
+
+def test_two_proxies_in_front_of_one_cluster(program: ScenarioProgram, proxied: ProxiedCluster, second: RunningProxy,
+                                             tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
+    sent: dict[str, Any] = send_to_new_topic(program, proxied, tmp_path_factory, "ViaTwo", count=400)
+    no_error(sent, proxied)
+    for namesrv in (second.namesrv, f"{proxied.namesrv};{second.namesrv}"):
+        r = program.run("push", namesrv=namesrv, manifest=sent["_manifest"], group=unique_name("ViaTwo", program.line),
+                        timeout_ms=60000)  # fmt: skip
+        no_error(r, proxied)
+        assert_all_received(r, proxied, f"push via {namesrv}")
+    assert any(e["topic"] == sent["topic"] and e["msgs"] for e in second.pull_events())
