@@ -48,3 +48,38 @@ def test_hold_report_on_a_log_written_by_rmqproxy_serve_for_the_java_client(spar
     assert row["msgs"] == sum(e["msgs"] for e in mine) >= 3
     html = (out / "report.html").read_text()
     assert f"<td>{topic}-cg</td><td>{topic}</td>" in html
+
+
+@pytest.mark.interop
+def test_hold_report_on_a_log_written_by_rmqproxy_proxy_in_front_of_apache(spark, tmp_path) -> None:
+    """The same client through ``rmqproxy proxy`` in front of the 4.9.7 broker: the report reads the
+    proxy's log unchanged; timeouts come at the client's 15 s (the broker alone answers up to 5 s
+    later), and the pulls the broker answered once messages came are ``wake=upstream``."""
+    from spark_jobs import hold_report
+
+    from tests.interop.apache_broker import ApacheBroker
+    from tests.interop.server import RunningProxy
+
+    require_java_tools("the hold report on a proxy's log")
+    topic = "SparkHoldReportViaProxy"
+    with ApacheBroker() as broker, RunningProxy(broker.namesrv, workdir=tmp_path / "proxy") as proxy:
+        run = subprocess.run(
+            ["java", "-cp", build_classpath("4.9"), str(PROGRAM), proxy.namesrv, topic, "3", "1500", "16000"],
+            check=False, capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+        mine = [e for e in proxy.pull_events() if e["topic"] == topic]
+        log_dir = proxy.workdir / "pulls"
+    assert run.returncode == 0, run.stderr[-3000:]
+
+    out = tmp_path / "report"
+    summary = hold_report.run(spark, [str(log_dir)], str(out), min_pulls=1)
+
+    assert summary["rejected"] == 0
+    rows = {(r["group"], r["topic"]): r for r in spark.read.parquet(str(out / "group_topic")).collect()}
+    row = rows[f"{topic}-cg", topic]
+    assert row["pulls"] == len(mine)
+    assert row["timeouts"] == sum(e["wake"] == "timeout" for e in mine) >= 1
+    assert sum(e["wake"] == "upstream" for e in mine) >= 1
+    assert 0 <= row["overshoot_ms_max"] < 200
+    assert 14_990 <= row["hold_ms_max"] < 15_200
+    assert row["msgs"] == sum(e["msgs"] for e in mine) >= 3
