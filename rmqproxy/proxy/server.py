@@ -25,7 +25,7 @@ from codec.command import RemotingCommand
 from codec.errors import CodecError
 
 from ..alarm import precise_alarm
-from ..config import Config
+from ..config import SETTINGS, Config
 from ..hold import HoldService
 from ..metrics import LiveState, Metrics, MetricsResource
 from ..pulllog import PullEvent, PullLog
@@ -118,6 +118,9 @@ class ProxyServer:
             loop.clock = self.reactor
             loop.start(interval, now=False).addErrback(lambda f: log.failure("periodic task failed", f))
             self._loops.append(loop)
+        unused = sorted({s.key for s in SETTINGS if not s.proxy and getattr(config, s.field) != s.default} | set(config.extra))
+        if unused:
+            log.warn("keys proxy mode does not use, ignored: {keys}", keys=", ".join(unused))
         log.info("rmqproxy proxy listening on {host}:{port} (name server) in front of {upstream}",
                  host=config.bind_address, port=config.listen_port, upstream=config.namesrv_addr)  # fmt: skip
         return self._prime()

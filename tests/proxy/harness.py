@@ -31,9 +31,22 @@ def make_proxy(tmp_path: Path, **overrides: Any) -> tuple[ProxyServer, FakeReact
               "pull_log_path": str(tmp_path / "pulls"), **overrides}  # fmt: skip
     reactor = FakeReactor()
     proxy = ProxyServer(Config(**values), reactor)
-    events: list[PullEvent] = []
-    proxy.pull_log = events.append  # type: ignore[assignment]
+    events = _Events()
+    proxy.pull_log = events  # type: ignore[assignment]
     return proxy, reactor, events
+
+
+class _Events(list):
+    """Stands in for the pull log: keeps the events in memory."""
+
+    def __call__(self, event: PullEvent) -> None:
+        self.append(event)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 class FakeBroker:

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from twisted.internet import defer
+from twisted.logger import LogLevel, globalLogPublisher
 
 from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
@@ -123,3 +124,16 @@ def test_no_name_server_answering_is_a_system_error_with_the_reason(tmp_path) ->
     proxy.namesrvs = _NameServers(error="cannot connect to 10.1.0.9:9876: refused")
     answer = _ask(proxy, RequestCode.GET_ROUTEINFO_BY_TOPIC, topic="T")
     assert answer.code == ResponseCode.SYSTEM_ERROR and "refused" in answer.remark
+
+
+def test_keys_proxy_mode_does_not_use_are_named_at_start(tmp_path) -> None:
+    proxy, reactor, _ = make_proxy(tmp_path, flush_disk_type="SYNC_FLUSH", extra={"brokerRole": "ASYNC_MASTER"})
+    proxy.namesrvs = _NameServers(error="not started")
+    seen = []
+    globalLogPublisher.addObserver(seen.append)
+    try:
+        proxy.start()
+    finally:
+        globalLogPublisher.removeObserver(seen.append)
+    warnings = [e for e in seen if e.get("log_level") == LogLevel.warn and "keys" in e]
+    assert [e["keys"] for e in warnings if "does not use" in e["log_format"]] == ["brokerRole, flushDiskType"]
