@@ -3,8 +3,10 @@
 An Apache broker keeps a queue lock for its clientId until 60 s after the last renewal, so when
 an orderly consumer dies its queues stand still for up to a minute. With
 ``lockReleaseOnDisconnect=immediate`` the proxy ends that wait: it remembers each client's last
-LOCK_BATCH_MQ per (broker, group), and when the client's last connection to the proxy closes it
-sends that same request upstream as UNLOCK_BATCH_MQ. The broker unlocks by the clientId and
+LOCK_BATCH_MQ requests per (broker, group) (a client locks all its queues every 20 s, and each
+queue a rebalance gives it on its own; a request whose queues a later one covers is forgotten),
+and when the client's last connection to the proxy closes it sends each of them upstream again
+as UNLOCK_BATCH_MQ. The broker unlocks by the clientId and
 queues of the body, whatever the channel; an ACL signature covers the ext fields and the body,
 not the request code, so the replay is signed as the client signed its lock. Only after the
 unlocks are answered are the client's upstream connections closed: closing them is what makes
@@ -36,8 +38,11 @@ log = Logger()
 
 #: How long a closed session's upstream channel waits for the client's other connections to close.
 LINGER_S = 1.0
-#: Lock requests remembered per client (brokers x groups; more is a client sending junk).
+#: Lock requests remembered per client (brokers x groups x queues gained one by one; more is a
+#: client sending junk, whose further requests are not remembered).
 MAX_LOCKS_PER_CLIENT = 1024
+
+_Queues = frozenset  # of (topic, broker name, queue id)
 
 
 class LockHandoff:
@@ -47,7 +52,9 @@ class LockHandoff:
         self.timeout_s = timeout_s
         self.on_release = on_release  # (client id, queues unlocked) for metrics and tests
         self._live: dict[str, set[BrokerSession]] = {}  # client id -> its open sessions
-        self._locks: dict[str, dict[tuple[str, int, str], RemotingCommand]] = {}  # client id -> last locks
+        # client id -> (broker, broker id, group) -> lock requests no later one covers, oldest first
+        self._locks: dict[str, dict[tuple[str, int, str], list[tuple[_Queues, RemotingCommand]]]] = {}
+        self._counts: dict[str, int] = {}  # client id -> requests in ``_locks``
         self._parked: dict[str, list[BrokerSession]] = {}  # closed sessions waiting for the release
 
     def joined(self, session: BrokerSession) -> None:
@@ -70,10 +77,16 @@ class LockHandoff:
             self.joined(session)
         elif client_id != session.client_id:
             return  # one client per connection: a body naming another is not remembered
-        locks = self._locks.setdefault(client_id, {})
         key = (session.node.name, session.node.broker_id, body.consumer_group)
-        if key in locks or len(locks) < MAX_LOCKS_PER_CLIENT:
-            locks[key] = request
+        queues = frozenset((mq.topic, mq.broker_name, mq.queue_id) for mq in body.mq_set)
+        requests = self._locks.setdefault(client_id, {}).setdefault(key, [])
+        kept = [(q, r) for q, r in requests if not q <= queues]  # a request this one covers is replaced
+        count = self._counts.get(client_id, 0) - len(requests) + len(kept)
+        if count < MAX_LOCKS_PER_CLIENT:
+            kept.append((queues, request))
+            count += 1
+        requests[:] = kept
+        self._counts[client_id] = count
 
     def left(self, session: BrokerSession) -> bool:
         """``session``'s client connection closed. True when this keeps its upstream channel open
@@ -105,20 +118,23 @@ class LockHandoff:
         """The client is gone: unlock its queues everywhere, then close its channels."""
         parked = self._parked.pop(client_id, [])
         locks = self._locks.pop(client_id, {})
+        self._counts.pop(client_id, None)
         by_node = {(s.node.name, s.node.broker_id): s for s in parked if s.link.conn is not None and s.link.conn.connected}
         sent = []
-        for (name, broker_id, group), lock in locks.items():
+        for (name, broker_id, group), requests in locks.items():
             session = by_node.get((name, broker_id))
             if session is None:
                 continue  # no channel of the client to that broker is left: its lock expires there
-            unlock = dataclasses.replace(lock, code=RequestCode.UNLOCK_BATCH_MQ)
-            d = ask(session.link.conn, unlock, self.timeout_s)
-            d.addErrback(lambda f, g=group, n=name: log.warn("unlocking {group} on {node} for a departed client "
-                                                             "failed: {error}", group=g, node=n,
-                                                             error=f.getErrorMessage()))  # fmt: skip
-            sent.append(d)
+            for _, lock in requests:
+                unlock = dataclasses.replace(lock, code=RequestCode.UNLOCK_BATCH_MQ)
+                d = ask(session.link.conn, unlock, self.timeout_s)
+                d.addErrback(lambda f, g=group, n=name: log.warn("unlocking {group} on {node} for a departed client "
+                                                                 "failed: {error}", group=g, node=n,
+                                                                 error=f.getErrorMessage()))  # fmt: skip
+                sent.append(d)
         if sent:
-            log.info("client {client} left: released its queue locks of {n} group(s) upstream", client=client_id, n=len(sent))
+            log.info("client {client} left: released its queue locks upstream ({n} unlock requests)",
+                     client=client_id, n=len(sent))  # fmt: skip
         if self.on_release is not None:
             self.on_release(client_id, len(sent))
 

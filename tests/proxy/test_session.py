@@ -86,8 +86,9 @@ def test_an_unreachable_broker_answers_every_request_with_a_remark(tmp_path) -> 
     assert answer.code == ResponseCode.SYSTEM_ERROR and "broker-a (10.1.0.1:10911)" in answer.remark
 
 
-def _lock(client: ProxyClient, group: str = "G") -> RemotingCommand:
-    body = LockBatchRequestBody(group, client.client_id, True, [MessageQueue("T", "broker-a", 0)]).to_json()
+def _lock(client: ProxyClient, group: str = "G", queues: tuple[int, ...] = (0,)) -> RemotingCommand:
+    mqs = [MessageQueue("T", "broker-a", q) for q in queues]
+    body = LockBatchRequestBody(group, client.client_id, True, mqs).to_json()
     command = RemotingCommand(code=RequestCode.LOCK_BATCH_MQ, ext_fields={"AccessKey": "ak", "Signature": "s"},
                               body=body, version=409)  # fmt: skip
     opaque, data = client.peer.request(command)
@@ -174,3 +175,18 @@ def test_a_broker_that_does_not_answer_gets_the_client_an_error_within_a_second_
     answer = client.answer(opaque)
     assert answer.code == ResponseCode.SYSTEM_ERROR and "did not answer" in answer.remark
     assert client.conn.in_flight == 0
+
+
+def test_every_lock_request_not_covered_by_a_later_one_is_released(setup) -> None:
+    """A client locks all its queues in one batch and then each new queue on its own: all of them
+    are unlocked when it leaves; a batch that a later one covers is not sent twice."""
+    proxy, reactor, client = setup
+    _heartbeat(client)
+    first = _lock(client, queues=(0,))
+    _lock(client, queues=(0, 1))  # covers the first
+    third = _lock(client, queues=(2,))
+    second = client.broker.requests(RequestCode.LOCK_BATCH_MQ)[1]
+    client.close()
+    unlocks = client.broker.requests(RequestCode.UNLOCK_BATCH_MQ)
+    assert [u.body for u in unlocks] == [second.body, third.body]
+    assert first.body not in [u.body for u in unlocks]
