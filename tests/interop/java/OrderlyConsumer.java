@@ -1,9 +1,12 @@
 // One orderly push consumer in its own JVM for the issue 8 scenarios (tests/interop/orderly.py runs
 // it; see tests/interop/test_orderly.py and bench/locks.py). It uses the client's defaults apart
-// from CONSUME_FROM_FIRST_OFFSET and writes one line per consumed message to LOG_PATH:
+// from CONSUME_FROM_FIRST_OFFSET (and ALLOCATE, when given) and writes one line per consumed
+// message to LOG_PATH:
 //
-//   M <session> <queue_id> <order_id> <seq> <born_ms> <start_us> <end_us>
+//   M <session> <queue_id> <order_id> <seq> <born_ms> <start_us> <end_us> <broker_name>
 //
+// (queue ids repeat per broker: a queue is <broker_name, queue_id>; the broker name comes last so
+// that readers of the first eight fields need no change).
 // start_us/end_us are epoch microseconds taken on entry to and exit from the listener's work
 // (the optional CONSUME_US busy wait). Each listener call writes its lines with a single unbuffered
 // write() before returning, so a line is in the kernel before the client can commit its offset:
@@ -16,7 +19,9 @@
 // A clean stop is requested with the line "stop" (or EOF) on stdin; the program then shuts the
 // consumer down (UNLOCK_BATCH_MQ, offsets, UNREGISTER_CLIENT) and exits 0.
 //
-// Args: NAMESRV TOPIC GROUP SESSION LOG_PATH [CONSUME_US]
+// Args: NAMESRV TOPIC GROUP SESSION LOG_PATH [CONSUME_US] [ALLOCATE]
+//   ALLOCATE: "circle" (AllocateMessageQueueAveragelyByCircle: with queues on several brokers each
+//   consumer gets queues of every broker), else the client's default (AllocateMessageQueueAveragely).
 import java.io.BufferedReader;
 import java.io.FileOutputStream;
 import java.io.InputStreamReader;
@@ -24,6 +29,7 @@ import java.nio.charset.StandardCharsets;
 import java.time.Instant;
 import java.util.List;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragelyByCircle;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
@@ -53,13 +59,18 @@ public class OrderlyConsumer {
         String session = args[3];
         log = new FileOutputStream(args[4], true);
         long consumeMicros = args.length > 5 ? Long.parseLong(args[5]) : 0;
+        String allocate = args.length > 6 ? args[6] : "";
 
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
         consumer.setNamesrvAddr(namesrv);
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        if (allocate.equals("circle")) {
+            consumer.setAllocateMessageQueueStrategy(new AllocateMessageQueueAveragelyByCircle());
+        }
         consumer.subscribe(topic, "*");
         consumer.registerMessageListener((MessageListenerOrderly) (msgs, context) -> {
             int queueId = context.getMessageQueue().getQueueId();
+            String broker = context.getMessageQueue().getBrokerName();
             long start = nowMicros();
             if (consumeMicros > 0) {
                 long until = System.nanoTime() + consumeMicros * 1_000L;
@@ -72,7 +83,8 @@ public class OrderlyConsumer {
             for (MessageExt m : msgs) {
                 lines.append("M ").append(session).append(' ').append(queueId).append(' ')
                     .append(m.getUserProperty("order")).append(' ').append(m.getUserProperty("seq")).append(' ')
-                    .append(m.getBornTimestamp()).append(' ').append(start).append(' ').append(end).append('\n');
+                    .append(m.getBornTimestamp()).append(' ').append(start).append(' ').append(end).append(' ')
+                    .append(broker).append('\n');
             }
             write(lines.toString());
             return ConsumeOrderlyStatus.SUCCESS;

@@ -1,8 +1,12 @@
 // Producer for the issue 8 scenarios (tests/interop/orderly.py runs it): creates TOPIC with QUEUES
-// queues (UPDATE_AND_CREATE_TOPIC through the client's admin API), waits until the route shows
-// them, prints READY and waits for "go" on stdin. Then it sends TOTAL messages with sync sends and a
-// MessageQueueSelector (queue = order id % queue count); message i carries user properties
-// order = i % ORDERS and seq = i / ORDERS, so each order id's seqs are sent in order.
+// queues on every master the route of TBW102 names (UPDATE_AND_CREATE_TOPIC through the client's
+// admin API), waits until the route shows them (QUEUES x BROKERS queues on BROKERS brokers), prints
+//   READY <broker>/<queue_id> ...
+// (the topic's queues in the selector's order) and waits for "go" on stdin. Then it sends TOTAL
+// messages with sync sends and a MessageQueueSelector: the queues sorted by (broker name, queue id),
+// order id % queue count picks one (on one broker: queue id = order id % queue count); message i
+// carries user properties order = i % ORDERS and seq = i / ORDERS, so each order id's seqs are sent
+// in order.
 //
 // RATE > 0: one thread paced at RATE msgs/s; TOTAL <= 0 means "until stop". RATE = 0: THREADS
 // threads as fast as sync sends go, thread t sending the order ids with id % THREADS == t (one
@@ -13,11 +17,13 @@
 // "stop" (or EOF) on stdin ends sending early. Prints SENT <n> every 10,000 messages and finally
 //   RESULT {"sent":N,"retries":R,"elapsed_ms":MS,"send_rate":MSGS_PER_S}
 //
-// Args: NAMESRV TOPIC QUEUES ORDERS TOTAL RATE THREADS
+// Args: NAMESRV TOPIC QUEUES ORDERS TOTAL RATE THREADS [BROKERS]   (BROKERS: 1 unless given)
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashSet;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
@@ -33,14 +39,18 @@ public class OrderlyProducer {
     static final AtomicLong sent = new AtomicLong();
     static final AtomicLong retries = new AtomicLong();
 
+    static final Comparator<MessageQueue> BY_BROKER_AND_ID =
+        Comparator.comparing(MessageQueue::getBrokerName).thenComparingInt(MessageQueue::getQueueId);
+
+    static List<MessageQueue> sorted(List<MessageQueue> mqs) {
+        List<MessageQueue> out = new ArrayList<>(mqs);
+        out.sort(BY_BROKER_AND_ID);
+        return out;
+    }
+
     static final MessageQueueSelector BY_ORDER_ID = (mqs, msg, arg) -> {
         int orderId = (Integer) arg;
-        for (MessageQueue mq : mqs) {
-            if (mq.getQueueId() == orderId % mqs.size()) {
-                return mq;
-            }
-        }
-        throw new IllegalStateException("no queue " + (orderId % mqs.size()) + " in " + mqs);
+        return sorted(mqs).get(orderId % mqs.size());
     };
 
     static void sendOne(DefaultMQProducer producer, String topic, int orders, long i) throws InterruptedException {
@@ -77,26 +87,36 @@ public class OrderlyProducer {
         long total = Long.parseLong(args[4]);
         double rate = Double.parseDouble(args[5]);
         int threads = Integer.parseInt(args[6]);
+        int brokers = args.length > 7 ? Integer.parseInt(args[7]) : 1;
 
         DefaultMQProducer producer = new DefaultMQProducer(topic + "-pg");
         producer.setNamesrvAddr(namesrv);
         producer.start();
         producer.getDefaultMQProducerImpl().getmQClientFactory().getMQAdminImpl().createTopic("TBW102", topic, queues);
         long deadline = System.currentTimeMillis() + 30_000;
+        List<MessageQueue> route = new ArrayList<>();
         while (true) {
             try {
-                if (producer.fetchPublishMessageQueues(topic).size() == queues) {
+                route = sorted(producer.fetchPublishMessageQueues(topic));
+                HashSet<String> names = new HashSet<>();
+                route.forEach(mq -> names.add(mq.getBrokerName()));
+                if (route.size() == queues * brokers && names.size() == brokers) {
                     break;
                 }
             } catch (Exception e) {
                 // route not there yet
             }
             if (System.currentTimeMillis() > deadline) {
-                throw new IllegalStateException("topic " + topic + " never showed " + queues + " queues");
+                throw new IllegalStateException("topic " + topic + " never showed " + queues + " queues on each of "
+                    + brokers + " broker(s): " + route);
             }
             Thread.sleep(100);
         }
-        System.out.println("READY");
+        StringBuilder ready = new StringBuilder("READY");
+        for (MessageQueue mq : route) {
+            ready.append(' ').append(mq.getBrokerName()).append('/').append(mq.getQueueId());
+        }
+        System.out.println(ready);
         System.out.flush();
 
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
