@@ -9,7 +9,7 @@ topicStatus and consumerProgress first call GET_TOPIC_CONFIG (351), likewise uns
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -18,7 +18,7 @@ from .scenario_runner import ScenarioProgram, client_log_tail, unique_name
 from .server import ScenarioServer, serve_available, start_target
 
 __all__ = ["assert_all_received", "explain", "no_error", "reference_gap", "send_to_new_topic", "start_server",
-           "servers_fixture"]
+           "servers_fixture", "traffic_across"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -98,3 +98,20 @@ def send_to_new_topic(program: ScenarioProgram, server: ScenarioServer, tmp_path
                          **opts)
     result["_manifest"] = str(manifest)
     return result
+
+
+def traffic_across(program: ScenarioProgram, namesrv: str, topic: str, *events: Callable[[], None],
+                   after: int = 200, timeout: float = 90) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The restart scenario (a producer and a consumer running on ``topic``) across ``events``:
+    each runs once ``after`` messages have arrived (the first) or ``after`` more than were sent when
+    the one before ran. Returns the progress at each of those points and the scenario's result."""
+    run = program.start("restart", namesrv=namesrv, topic=topic, group=f"{topic}-cg", interval_ms=5)
+    try:
+        marks = [run.wait_progress("received", after, timeout=timeout)]
+        for event in events:
+            event()
+            sent = run.drain().get("sent", 0)
+            marks.append(run.wait_progress("received", sent + after, timeout=timeout))
+        return marks, run.finish(timeout=120)
+    finally:
+        run.kill()

@@ -34,6 +34,7 @@ from .scenario_checks import (
     reference_gap,
     send_to_new_topic,
     start_server,
+    traffic_across,
 )
 from .scenario_runner import ScenarioProgram, unique_name
 from .server import ScenarioServer
@@ -246,16 +247,8 @@ def test_restart(program: ScenarioProgram, own_server: ScenarioServer) -> None:
     """Produce and consume continuously across a server restart: every SEND_OK message arrives."""
     server = own_server
     topic = unique_name("Restart", program.line)
-    run = program.start("restart", namesrv=server.namesrv, topic=topic, group=f"{topic}-cg", interval_ms=5)
-    try:
-        before = run.wait_progress("received", 200, timeout=90)
-        server.restart()
-        # at least 200 messages acknowledged after the restart must arrive before the producer stops
-        mark = run.drain().get("sent", 0)
-        run.wait_progress("received", mark + 200, timeout=90)
-        r = run.finish(timeout=120)
-    finally:
-        run.kill()
+    # at least 200 messages acknowledged after the restart must arrive before the producer stops
+    (before, _), r = traffic_across(program, server.namesrv, topic, server.restart)
     no_error(r, server)
     fields = ("sent_ok", "send_not_ok", "send_not_ok_statuses", "send_failed", "send_failures", "received", "distinct",
               "duplicates", "missing", "missing_keys", "received_unacknowledged", "produce_ms", "drain_ms")

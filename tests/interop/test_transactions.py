@@ -39,9 +39,13 @@ def check_outcome(result: dict, server: ScenarioServer) -> None:
 def test_commit_rollback_and_check_back(program: ScenarioProgram, server: ScenarioServer) -> None:
     """30 transactional messages: a third committed, a third rolled back, a third UNKNOW and then
     committed when checked back. The consumer sees exactly the committed 20, once each."""
-    topic = unique_name("Tx", program.line)
-    result = program.run("transaction", namesrv=server.namesrv, topic=topic, group=unique_name("TxCg", program.line),
-                         count=30, timeout_ms=60000)  # fmt: skip
+    commit_rollback_and_check_back(program, server, unique_name("Tx", program.line))
+
+
+def commit_rollback_and_check_back(program: ScenarioProgram, server: ScenarioServer, topic: str) -> None:
+    """The scenario of ``test_commit_rollback_and_check_back`` on ``topic``, with its checks."""
+    result = program.run("transaction", namesrv=server.namesrv, topic=topic, group=f"{topic}-cg", count=30,
+                         timeout_ms=60000)  # fmt: skip
     check_outcome(result, server)
     assert result["sent"] == 30 and result["expected"] == 20, explain(result, server)
     unknown = {f"{topic}-{i}" for i in range(2, 30, 3)}

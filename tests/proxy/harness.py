@@ -19,7 +19,7 @@ from rmqproxy.proxy.session import BrokerSession
 from rmqproxy.pulllog import PullEvent
 from rmqproxy.transport import Connection
 
-from ..server.harness import Client, FakeReactor
+from ..server.harness import Client, Endpoint, FakeReactor
 
 __all__ = ["FakeBroker", "ProxyClient", "make_proxy", "pull_fields"]
 
@@ -49,7 +49,7 @@ class _Events(list):
         pass
 
 
-class FakeBroker:
+class FakeBroker(Endpoint):
     """The upstream broker's end of one session: what the proxy forwarded, and answers to it."""
 
     def __init__(self, session: BrokerSession, reactor: FakeReactor) -> None:
@@ -59,14 +59,6 @@ class FakeBroker:
         session.link.conn = self.conn  # as if dialed
         self.peer = RemotingPeer()  # the broker's own numbering, for requests it starts
         self.received: list[RemotingCommand] = []
-
-    def read(self) -> list[RemotingCommand]:
-        """Requests (and answers to the broker's own requests) the proxy wrote since the last read."""
-        data = self.transport.value()
-        self.transport.clear()
-        commands = [incoming.command for incoming in self.peer.receive(data)]
-        self.received += commands
-        return commands
 
     def requests(self, code: int | None = None) -> list[RemotingCommand]:
         self.read()

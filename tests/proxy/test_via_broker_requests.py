@@ -20,7 +20,7 @@ import pytest
 from tests.interop.scenario_checks import assert_all_received, explain, no_error, send_to_new_topic
 from tests.interop.scenario_runner import ScenarioProgram, unique_name
 from tests.interop.server import RunningProxy
-from tests.interop.test_transactions import TRANSACTION_CONF, check_outcome
+from tests.interop.test_transactions import TRANSACTION_CONF, commit_rollback_and_check_back
 
 from .proxied import ProxiedCluster
 
@@ -38,13 +38,7 @@ def second(proxied: ProxiedCluster) -> Iterator[RunningProxy]:
 
 
 def test_transaction_check_back_through_the_proxy(program: ScenarioProgram, proxied: ProxiedCluster) -> None:
-    topic = unique_name("ViaTx", program.line)
-    result = program.run("transaction", namesrv=proxied.namesrv, topic=topic, group=unique_name("ViaTxCg", program.line),
-                         count=30, timeout_ms=60000)  # fmt: skip
-    check_outcome(result, proxied)
-    assert result["sent"] == 30 and result["expected"] == 20, explain(result, proxied)
-    unknown = {f"{topic}-{i}" for i in range(2, 30, 3)}
-    assert unknown <= set(result["checks"]), explain(result, proxied, "checks")
+    commit_rollback_and_check_back(program, proxied, unique_name("ViaTx", program.line))
 
 
 def test_rebalance_is_told_through_the_proxy(program: ScenarioProgram, proxied: ProxiedCluster) -> None:

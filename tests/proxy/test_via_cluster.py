@@ -16,7 +16,14 @@ import pytest
 
 from codec.bodies import TopicRouteData
 from codec.codes import RequestCode
-from tests.interop.scenario_checks import assert_all_received, explain, no_error, reference_gap, send_to_new_topic
+from tests.interop.scenario_checks import (
+    assert_all_received,
+    explain,
+    no_error,
+    reference_gap,
+    send_to_new_topic,
+    traffic_across,
+)
 from tests.interop.scenario_runner import ScenarioProgram, unique_name
 from tests.interop.wire import WireClient
 
@@ -136,16 +143,7 @@ def test_mqadmin_through_the_proxy(program: ScenarioProgram, proxied: ProxiedClu
 
 def test_restart_of_the_proxy_is_a_broker_restart_to_clients(program: ScenarioProgram, proxied: ProxiedCluster) -> None:
     """Produce and consume continuously while the proxy restarts: every SEND_OK message arrives."""
-    topic = unique_name("ViaRestart", program.line)
-    run = program.start("restart", namesrv=proxied.namesrv, topic=topic, group=f"{topic}-cg", interval_ms=5)
-    try:
-        before = run.wait_progress("received", 200, timeout=90)
-        proxied.restart()
-        mark = run.drain().get("sent", 0)
-        run.wait_progress("received", mark + 200, timeout=90)
-        r = run.finish(timeout=120)
-    finally:
-        run.kill()
+    (before, _), r = traffic_across(program, proxied.namesrv, unique_name("ViaRestart", program.line), proxied.restart)
     no_error(r, proxied)
     fields = ("sent_ok", "send_failed", "received", "distinct", "duplicates", "missing", "missing_keys", "drain_ms")
     assert r["sent_ok"] > before["sent"], explain(r, proxied, *fields)

@@ -66,7 +66,23 @@ class _Port:
         pass
 
 
-class Client:
+class Endpoint:
+    """The far end of a connection on a ``StringTransport``: what was written to it, decoded."""
+
+    transport: StringTransport
+    peer: RemotingPeer
+    received: list[RemotingCommand]
+
+    def read(self) -> list[RemotingCommand]:
+        """Everything written since the last read."""
+        data = self.transport.value()
+        self.transport.clear()
+        commands = [incoming.command for incoming in self.peer.receive(data)]
+        self.received += commands
+        return commands
+
+
+class Client(Endpoint):
     """One client connection to the server: write requests, read what the server wrote."""
 
     _ports = itertools.count(40000)
@@ -94,14 +110,6 @@ class Client:
         opaque, data = self.peer.request(command)
         self.conn.dataReceived(data)
         return opaque
-
-    def read(self) -> list[RemotingCommand]:
-        """Everything the server wrote since the last read."""
-        data = self.transport.value()
-        self.transport.clear()
-        commands = [incoming.command for incoming in self.peer.receive(data)]
-        self.received += commands
-        return commands
 
     def answer(self, opaque: int) -> RemotingCommand | None:
         """The response to request ``opaque``, if the server has written it."""
