@@ -140,9 +140,10 @@ def test_orderly_group_across_both_brokers_keeps_order_and_exclusivity_under_chu
     assert check.violations == 0, f"{summary} (logs in {tmp_path})"
     assert check.distinct == TOTAL and check.consumed >= TOTAL, summary
     # the group's locks spanned both brokers: every queue of both was consumed, and every consumer
-    # that consumed for 2 s or more did so from both brokers
+    # that consumed for 6 s or more did so from both brokers (a shorter-lived one may have spent its
+    # life waiting for the queues of one broker while the group settled after a start)
     assert {r.key for r in records} == set(LAYOUT)
-    lasting = [s for s in run["sessions"] if _consumed_for_s(records, s) >= 2.0]
+    lasting = [s for s in run["sessions"] if _consumed_for_s(records, s) >= 6.0]
     assert lasting, run["sessions"]
     for s in lasting:
         assert {r.broker for r in records if r.session == s} == set(BROKERS), s
