@@ -12,8 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
+
 from tests.interop.apache_cluster import ApacheCluster
 from tests.interop.server import RunningProxy
+
+#: For the long scenarios whose proxy path does not depend on the client line: one line only, as
+#: the suite's time is bounded (``program`` and ``oracle_line`` follow these fixtures' params).
+ONLY_49 = pytest.mark.parametrize("scenario_line", ["4.9"], indirect=True, ids=["rocketmq-4.9.8"])
+ONLY_5_ORACLE = pytest.mark.parametrize("oracle_line", ["5"], indirect=True, ids=["rocketmq-5.x"])
 
 
 class ProxiedCluster:

@@ -27,7 +27,7 @@ from tests.interop.scenario_checks import (
 from tests.interop.scenario_runner import ScenarioProgram, unique_name
 from tests.interop.wire import WireClient
 
-from .proxied import ProxiedCluster
+from .proxied import ONLY_49, ProxiedCluster
 
 SEND_COUNT = 2000
 
@@ -141,6 +141,7 @@ def test_mqadmin_through_the_proxy(program: ScenarioProgram, proxied: ProxiedClu
     assert "brokerVersionDesc" in status and "msgPutTotalTodayNow" in status, out["brokerStatus"]
 
 
+@ONLY_49
 def test_restart_of_the_proxy_is_a_broker_restart_to_clients(program: ScenarioProgram, proxied: ProxiedCluster) -> None:
     """Produce and consume continuously while the proxy restarts: every SEND_OK message arrives."""
     (before, _), r = traffic_across(program, proxied.namesrv, unique_name("ViaRestart", program.line), proxied.restart)

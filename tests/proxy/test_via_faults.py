@@ -21,7 +21,7 @@ from tests.interop.scenario_checks import explain, no_error, traffic_across
 from tests.interop.scenario_runner import ScenarioProgram, unique_name
 from tests.interop.wire import WireClient
 
-from .proxied import ProxiedCluster
+from .proxied import ONLY_49, ProxiedCluster
 
 TIMEOUT_MS = 2000
 
@@ -32,6 +32,7 @@ def proxied() -> Iterator[ProxiedCluster]:
         yield server
 
 
+@ONLY_49
 def test_kill_9_of_a_broker_during_traffic(program: ScenarioProgram, proxied: ProxiedCluster) -> None:
     cluster = proxied.cluster
     (before, during, back), r = traffic_across(

@@ -53,12 +53,12 @@ from tests.interop.orderly import (
 from tests.interop.wire import WireClient
 from tests.needs import require_java_tools
 
-from .proxied import ProxiedCluster
+from .proxied import ONLY_5_ORACLE, ProxiedCluster
 
 BROKERS = ("broker-a", "broker-b")
 QUEUES_PER_BROKER = 4
 LAYOUT = [(b, q) for b in BROKERS for q in range(QUEUES_PER_BROKER)]
-TOTAL = 20_000
+TOTAL = 12_000
 ORDERS = 500
 EVENTS = 6
 #: seconds between departures: a replacement JVM takes 2-4 s to start on a small machine, and
@@ -116,6 +116,7 @@ def _kill_takeovers(records: list[Consumed], timeline: list[ChurnEvent]) -> list
     return rows
 
 
+@ONLY_5_ORACLE
 def test_orderly_group_across_both_brokers_keeps_order_and_exclusivity_under_churn(
     oracle_line: str, classpath: str, proxied: ProxiedCluster, tmp_path: Path
 ) -> None:
