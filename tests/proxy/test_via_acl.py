@@ -39,7 +39,7 @@ from tests.interop.scenario_checks import assert_all_received, explain, no_error
 from tests.interop.scenario_runner import ScenarioProgram, unique_name
 from tests.interop.wire import WireClient, roundtrip
 
-from .proxied import ProxiedCluster
+from .proxied import ONLY_49, ProxiedCluster
 
 ACCESS_KEY = "rmqproxyAcl"
 SECRET_KEY = "rmqproxyAclSecret"
@@ -121,6 +121,7 @@ def test_signed_send_and_push_consume_everything_through_the_proxy(
 # -- (b) a wrong secret, and no signature: refused alike through the proxy and directly ------------
 
 
+@ONLY_49
 @pytest.mark.parametrize("keys", [{"access_key": ACCESS_KEY, "secret_key": WRONG_SECRET}, {}],
                          ids=["wrong-secret", "unsigned"])  # fmt: skip
 def test_refused_send_looks_the_same_through_the_proxy_as_directly(

@@ -22,7 +22,7 @@ from tests.interop.scenario_runner import ScenarioProgram, unique_name
 from tests.interop.server import RunningProxy
 from tests.interop.test_transactions import TRANSACTION_CONF, commit_rollback_and_check_back
 
-from .proxied import ProxiedCluster
+from .proxied import ONLY_49, ProxiedCluster
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +41,7 @@ def test_transaction_check_back_through_the_proxy(program: ScenarioProgram, prox
     commit_rollback_and_check_back(program, proxied, unique_name("ViaTx", program.line))
 
 
+@ONLY_49
 def test_rebalance_is_told_through_the_proxy(program: ScenarioProgram, proxied: ProxiedCluster) -> None:
     topic = unique_name("ViaRebal", program.line)
     r = program.run("rebalance", namesrv=proxied.namesrv, topic=topic, group=f"{topic}-cg", queues=8, count=80)
@@ -51,6 +52,7 @@ def test_rebalance_is_told_through_the_proxy(program: ScenarioProgram, proxied: 
     assert r["consumed"] == r["expected"], explain(r, proxied, *fields)
 
 
+@ONLY_49
 def test_two_proxies_in_front_of_one_cluster(program: ScenarioProgram, proxied: ProxiedCluster, second: RunningProxy,
                                              tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
     sent: dict[str, Any] = send_to_new_topic(program, proxied, tmp_path_factory, "ViaTwo", count=400)

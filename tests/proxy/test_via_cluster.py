@@ -70,10 +70,16 @@ def test_send_reaches_both_brokers_through_the_proxy_s_addresses(sent: dict[str,
     assert all(low <= int(a.rsplit(":", 1)[1]) <= high for a in addresses.values()), addresses
 
 
+@pytest.fixture(scope="module")
+def pushed(program: ScenarioProgram, proxied: ProxiedCluster, sent: dict[str, Any]) -> dict[str, Any]:
+    """A push consumer read the send scenario's messages (mqadmin's consumerProgress reads its group)."""
+    return program.run("push", namesrv=proxied.namesrv, manifest=sent["_manifest"],
+                       group=unique_name("ViaPush", program.line), timeout_ms=60000)  # fmt: skip
+
+
 @BOTH_CLUSTERS
-def test_push_consumer_gets_every_message(program: ScenarioProgram, proxied: ProxiedCluster, sent: dict[str, Any]) -> None:
-    r = program.run("push", namesrv=proxied.namesrv, manifest=sent["_manifest"],
-                    group=unique_name("ViaPush", program.line), timeout_ms=60000)  # fmt: skip
+def test_push_consumer_gets_every_message(pushed: dict[str, Any], proxied: ProxiedCluster, sent: dict[str, Any]) -> None:
+    r = pushed
     no_error(r, proxied)
     assert_all_received(r, proxied, "push")
     events = proxied.proxy.pull_events()
@@ -106,12 +112,11 @@ def test_retry_and_dlq_through_send_back(program: ScenarioProgram, proxied: Prox
     assert r["dlq"]["topic"] == f"%DLQ%{group}" and r["dlq"]["found"] == 1, explain(r, proxied, "dlq")
 
 
-def test_mqadmin_through_the_proxy(program: ScenarioProgram, proxied: ProxiedCluster, sent: dict[str, Any]) -> None:
+def test_mqadmin_through_the_proxy(program: ScenarioProgram, proxied: ProxiedCluster, sent: dict[str, Any],
+                                   pushed: dict[str, Any]) -> None:  # fmt: skip
     """topicList, topicRoute, updateTopic (-c: on every broker of the cluster), consumerProgress
     and brokerStatus, with only the proxy's address."""
     no_error(sent, proxied)
-    pushed = program.run("push", namesrv=proxied.namesrv, manifest=sent["_manifest"],
-                         group=unique_name("ViaAdm", program.line), timeout_ms=60000)  # fmt: skip
     no_error(pushed, proxied)
     sample = sent["samples"][0]
     new_topic = unique_name("ViaAdmin", program.line)
