@@ -14,8 +14,8 @@ queue) of a session is a ``Slot`` with at most one live upstream pull:
   again from the same offset) and nothing is delivered twice (a stash serves one pull of exactly
   its offset, and is dropped when the client asks for any other).
 - A pull for another offset retires the live one (its answer, when it comes, is dropped) and is
-  sent. An upstream PULL_NOT_FOUND while its client still has time left sends the same pull
-  again, at most ten times a second.
+  sent. An upstream PULL_NOT_FOUND while its client still has more than a second left sends the
+  same pull again, at most ten times a second; with less left, the client waits for its deadline.
 
 Stashes are bounded (``MAX_STASH_BYTES`` in all, ``STASH_TTL_S`` each); a dropped one costs only a
 pull. Every client pull gives one ``PullEvent``: a deadline answer is a hold of exactly the time
@@ -50,8 +50,11 @@ log = Logger()
 SYSFLAG_SUSPEND = 0x2
 STASH_TTL_S = 30.0
 MAX_STASH_BYTES = 256 << 20
-#: An upstream pull for a client still waiting is sent again no sooner than this after the last.
+#: An upstream pull for a client still waiting is sent again no sooner than this after the last,
 REPULL_INTERVAL_S = 0.1
+#: and only while the client has this long left: a broker answers the pulls it held on its 5 s
+#: tick, all at once, and re-sending them all just then would delay the deadline answers around it.
+REPULL_MIN_LEFT_S = 1.0
 #: How long past its suspend time an upstream pull may take (the broker's 5 s tick, and more).
 UPSTREAM_PULL_GRACE_S = 30.0
 
@@ -183,8 +186,13 @@ class PullRelay:
             self._tidy(slot)
             return
         if answer.code == ResponseCode.PULL_NOT_FOUND and pull.held is not None:
-            # The broker's hold ended before the client's deadline: ask again for the rest.
-            delay = max(0.0, REPULL_INTERVAL_S - (self.clock.seconds() - up.sent))
+            # The broker's hold ended before the client's deadline: ask again for the rest, unless
+            # little is left (the client's own next pull follows its deadline answer at once).
+            now = self.clock.seconds()
+            if pull.held.deadline - now < REPULL_MIN_LEFT_S:
+                self._tidy(slot)
+                return
+            delay = max(0.0, REPULL_INTERVAL_S - (now - up.sent))
             slot.live = up  # still counts as live until the new one leaves
             self.clock.callLater(delay, self._repull, slot, up, pull)
             return

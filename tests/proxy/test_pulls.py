@@ -141,3 +141,19 @@ def test_a_disconnect_ends_held_pulls_and_forgets_late_answers(setup) -> None:
     client.close()
     assert proxy.stash_bytes == 0 and proxy.holds.count == 0
     assert events[-1].wake == "disconnect" and events[-1].code == "NO_RESPONSE"
+
+
+def test_an_upstream_not_found_close_to_the_deadline_is_not_asked_again(setup) -> None:
+    """A broker ends the pulls it held on its own tick, all at once: with under a second left the
+    client waits for its deadline instead of the proxy sending every pull again just then."""
+    proxy, reactor, events, client = setup
+    opaque = client.send(PULL, **pull_fields(suspend_ms=5000))
+    reactor.advance(4.5)
+    (first,) = client.broker.requests(PULL)
+    client.broker.answer(first, ResponseCode.PULL_NOT_FOUND, {**FOUND_EXT, "nextBeginOffset": "0"})
+    reactor.advance(0.499)
+    assert client.answer(opaque) is None and len(client.broker.requests(PULL)) == 1
+    reactor.advance(0.001)
+    assert client.answer(opaque).code == ResponseCode.PULL_NOT_FOUND and events[-1].hold_ms == 5000.0
+    retry = client.send(PULL, **pull_fields(suspend_ms=5000))
+    assert client.answer(retry) is None and len(client.broker.requests(PULL)) == 2  # a fresh one for the retry
