@@ -453,8 +453,9 @@ async def many_held(side: Side, topic: str, held: int, broker_pid: int, connecti
     """``held`` pulls (30 s suspend) over ``connections``, ``queues`` queues x held/queues groups,
     each on the queue's next offset (one message sent to every queue first, so every queue's files
     exist); the proxy's RSS and idle CPU while they are held; then one message per queue wakes them.
-    Few queues, many groups: a 4.9.7 broker on this VM creates a queue's first consume-queue file
-    (6 MB, mapped) in ~30 ms on its one dispatch thread, so 1,000 new queues would stall it ~30 s."""
+    Few queues, many groups: a 4.9.7 broker creates a queue's first consume-queue file (6 MB,
+    mapped) on its one dispatch thread, and on the 2-core VM this was written on 1,000 new queues
+    kept that thread from dispatching anything else for 30 s to over 100 s."""
     clients = [await Client.connect(side.broker) for _ in range(connections)]
     sender = await Client.connect(side.broker)
     out: dict = {"held": held, "connections": connections, "queues": queues, "suspend_s": 30}
@@ -764,6 +765,7 @@ def main(argv: list[str] | None = None) -> None:
             started = time.monotonic()
             pairs.append(bench.pair(i))
             pairs[-1]["seconds"] = round(time.monotonic() - started)
+            print(f"pair {i + 1} of {args.pairs} done: {json.dumps(pairs[-1])}", file=sys.stderr, flush=True)
         started = time.monotonic()
         handoff = bench.handoffs(Path(tmp))
         handoff["seconds"] = round(time.monotonic() - started)
