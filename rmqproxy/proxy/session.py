@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
 from twisted.logger import Logger
-from twisted.python.failure import Failure
 
 from codec.bodies import HeartbeatData
 from codec.codes import RequestCode, ResponseCode
@@ -97,7 +96,7 @@ class BrokerSession:
         client = self.client
         client.in_flight -= 1
         if isinstance(result, Exception):
-            client.write_command(self.failed(Failure(UpstreamError(str(result))), request))
+            client.write_command(self.unanswered(request, str(result)))
         else:
             client.write_command(self._relayed(result, request, started))
 
@@ -107,12 +106,15 @@ class BrokerSession:
         return relabel(answer, request.opaque)
 
     def failed(self, failure: Any, request: RemotingCommand) -> RemotingCommand:
+        """``unanswered`` as an errback of an UpstreamError."""
+        failure.trap(UpstreamError)
+        return self.unanswered(request, failure.getErrorMessage())
+
+    def unanswered(self, request: RemotingCommand, reason: str) -> RemotingCommand:
         """The answer a client gets when its broker could not answer (SYSTEM_ERROR: producers
         retry it on another broker)."""
-        failure.trap(UpstreamError)
         return request.response(
-            ResponseCode.SYSTEM_ERROR,
-            f"rmqproxy: broker {self.node.label} ({self.node.upstream}) did not answer: {failure.getErrorMessage()}",
+            ResponseCode.SYSTEM_ERROR, f"rmqproxy: broker {self.node.label} ({self.node.upstream}) did not answer: {reason}"
         )
 
     def _oneway_lost(self, failure: Any, request: RemotingCommand) -> None:
