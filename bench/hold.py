@@ -11,10 +11,13 @@ prints a JSON report (numbers and machine), asserts nothing.
     the time to wake them all by sending one message to each queue;
 (d) with ``--under-load``: (b) again while the real Java client sends 1 KiB messages from 16
     threads (``bench/java/E2eBench.java``), paced to 5,000 msgs/s, then as fast as the server
-    takes them; with the send rate each time.
+    takes them; with the send rate each time;
+(e) with ``--scraped``: (b) again on a server whose /metrics carries the pull series of
+    ``--scrape-groups`` groups on 8 topics, while a scraper fetches /metrics back to back; with the
+    scrape's size and duration (a scrape rendered in one call held every deadline that fell in it).
 Targets (issue 7): wake p99 <= 1 ms, overshoot p99 <= 10 ms, 10,000 held with RSS <= 300 MB
 and idle CPU <= 5% of a core; (issue 26) server-side overshoot p99 <= 1 ms at 5,000 msgs/s and
-<= 5 ms under saturation. Run: ``python bench/hold.py [--wakes N] [--held N] [--under-load]``.
+<= 5 ms under saturation. Run: ``python bench/hold.py [--wakes N] [--held N] [--under-load] [--scraped]``.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from codec.headers import (  # noqa: E402
     SendMessageRequestHeader,
 )
 from tests.interop.oracle import build_classpath  # noqa: E402
-from tests.interop.server import RunningServer  # noqa: E402
+from tests.interop.server import RunningServer, free_port  # noqa: E402
 
 E2E_PROGRAM = Path(__file__).resolve().parent / "java" / "E2eBench.java"
 
@@ -200,7 +203,44 @@ async def many_held(address: str, pid: int, held: int, connections: int, queues:
             "idle_cpu_share_of_a_core": round((cpu1 - cpu0) / idle_s, 4), "wake_all_s": round(woke_all_s, 3)}  # fmt: skip
 
 
+async def scrape(port: int) -> tuple[int, float]:
+    """One GET /metrics: bytes and seconds."""
+    started = time.perf_counter()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /metrics HTTP/1.0\r\nHost: bench\r\n\r\n")
+    body = await reader.read()
+    writer.close()
+    return len(body), time.perf_counter() - started
+
+
+async def overshoot_while_scraped(groups: int, pulls: int) -> dict:
+    """(e): the pull series of ``groups`` groups on 8 topics, then (b) while /metrics is scraped."""
+    port = free_port()
+    with RunningServer(message_delay_level=None, broker_conf={"metricsPromExporterPort": str(port)}) as server:
+        client = await Client.connect(server.namesrv)
+        for t in range(8):
+            await create_topic(client, f"Scraped{t}", 1)
+        await asyncio.gather(*(client.pull(f"Scraped{g % 8}", 0, 0, 0, group=f"s{g}") for g in range(groups)))
+        await client.close()
+        sizes, times, done = [], [], asyncio.Event()
+
+        async def scraper() -> None:
+            while not done.is_set():
+                size, seconds = await scrape(port)
+                sizes.append(size)
+                times.append(seconds * 1000)
+
+        task = asyncio.get_running_loop().create_task(scraper())
+        result = await overshoot(server.namesrv, pulls, server.store_dir / "logs", topic="HoldScraped")
+        done.set()
+        await task
+    return {**result, "series_groups": groups, "scrapes": len(times), "scrape_bytes": max(sizes),
+            "scrape_ms_p50": pct(times, 0.5), "scrape_ms_max": round(max(times), 1)}  # fmt: skip
+
+
 async def run(args: argparse.Namespace) -> dict:
+    if args.scraped_only:
+        return {"timeout_overshoot_while_scraped": await overshoot_while_scraped(args.scrape_groups, args.timeouts)}
     with RunningServer(message_delay_level=None) as server:
         pid = server._proc.pid  # the serve process
         return {
@@ -211,6 +251,8 @@ async def run(args: argparse.Namespace) -> dict:
                 server.namesrv, args.timeouts, server.store_dir / "logs", rate=5000),
                 "timeout_overshoot_under_load": await overshoot_under_load(
                 server.namesrv, args.timeouts, server.store_dir / "logs")} if args.under_load else {}),
+            **({"timeout_overshoot_while_scraped": await overshoot_while_scraped(args.scrape_groups, args.timeouts)}
+               if args.scraped else {}),
         }  # fmt: skip
 
 
@@ -222,6 +264,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--connections", type=int, default=100)
     parser.add_argument("--queues", type=int, default=1000)
     parser.add_argument("--under-load", action="store_true", help="also measure overshoot while a Java sender saturates")
+    parser.add_argument("--scraped", action="store_true", help="also measure overshoot while /metrics is scraped")
+    parser.add_argument("--scraped-only", action="store_true", help="measure only that")
+    parser.add_argument("--scrape-groups", type=int, default=500, help="consumer groups with pull series")
     args = parser.parse_args(argv)
     results = asyncio.run(run(args))
     report = {

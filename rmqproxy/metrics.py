@@ -16,21 +16,19 @@ hundreds of groups those tens of thousands of objects made each full garbage col
 reactor for tens of milliseconds (held pulls then time out late). Everything is registered on
 a passed-in ``CollectorRegistry``. Label cardinality is bounded: past ``max_label_values``
 distinct topics (or groups) new ones are reported as ``_other``; retry and DLQ topics all report
-as ``%RETRY%`` and ``%DLQ%``. ``/metrics`` is a Twisted ``Resource`` rendering in the reactor
-thread, so collectors read the tables without locks.
+as ``%RETRY%`` and ``%DLQ%``. ``/metrics`` is rendered in the reactor thread (``exposition``),
+so collectors read the tables without locks.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.utils import floatToGoString
-from twisted.web.resource import Resource
 
 from codec.bodies import ConsumerRunningInfo
 from codec.codes import code_name
@@ -52,12 +50,13 @@ _HOT_PATH_CACHE = 10_000
 
 
 class _HistogramChild:
-    __slots__ = ("_bounds", "counts", "sum")
+    __slots__ = ("_bounds", "counts", "sum", "text")
 
     def __init__(self, bounds: tuple[float, ...]) -> None:
         self._bounds = bounds
         self.counts = [0] * (len(bounds) + 1)  # per bucket, not cumulative; the last is +Inf
         self.sum = 0.0
+        self.text = ("", "", "")  # its labels as exposition text: before le, after le, all
 
     def observe(self, value: float) -> None:
         self.counts[bisect_left(self._bounds, value)] += 1
@@ -65,24 +64,42 @@ class _HistogramChild:
 
 
 class _CounterChild:
-    __slots__ = ("value",)
+    __slots__ = ("value", "text")
 
     def __init__(self) -> None:
         self.value = 0.0
+        self.text = ("", "", "")
 
     def inc(self, amount: float = 1) -> None:
         self.value += amount
 
 
+def _escape_value(value: str) -> str:
+    """A label value as the text exposition writes it."""
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
+
+
+def _go_count(value: int) -> str:
+    """``floatToGoString`` of a count, without its float round trip below a million (the usual case)."""
+    return f"{value}.0" if 0 <= value < 1_000_000 else floatToGoString(value)
+
+
 class _ReactorFamily:
     """A labelled metric whose children are created by ``labels(*values)`` and updated from one
-    thread (the reactor's); it is its own collector, rendered at scrape time in that thread."""
+    thread (the reactor's); it is its own collector, and renders its own text exposition in
+    slices (``exposition``) so a scrape of thousands of children can let the reactor run between them."""
+
+    #: the exposition's TYPE
+    kind = ""
 
     def __init__(self, name: str, documentation: str, labelnames: Iterable[str], registry: CollectorRegistry) -> None:
         self.name = name
         self.documentation = documentation
         self.labelnames = list(labelnames)
         self._children: dict[tuple[str, ...], Any] = {}
+        # the exposition writes a sample's labels sorted by name; a histogram bucket's le among them
+        self._order = sorted(range(len(self.labelnames)), key=self.labelnames.__getitem__)
+        self._le_at = sum(1 for n in self.labelnames if n < "le")
         registry.register(self)
 
     def labels(self, *values: str) -> Any:
@@ -90,8 +107,34 @@ class _ReactorFamily:
         if child is None:
             if len(values) != len(self.labelnames):
                 raise ValueError(f"{self.name} takes labels {self.labelnames}, got {values}")
-            child = self._children[values] = self._new_child()
+            child = self._new_child()
+            pairs = [f'{self.labelnames[i]}="{_escape_value(values[i])}"' for i in self._order]
+            before, after = pairs[: self._le_at], pairs[self._le_at :]
+            child.text = ("".join(p + "," for p in before), "".join("," + p for p in after), ",".join(pairs))
+            self._children[values] = child
         return child
+
+    def exposition(self, children_per_slice: int) -> Iterator[str]:
+        """This family's text exposition, as ``generate_latest`` writes it, in slices of at most
+        ``children_per_slice`` children. The children are the ones there when it starts."""
+        children = list(self._children.values())
+        name = self.exposed_name
+        doc = self.documentation.replace("\\", r"\\").replace("\n", r"\n")
+        lines = [f"# HELP {name} {doc}\n# TYPE {name} {self.kind}\n"]
+        for start in range(0, len(children), children_per_slice):
+            for child in children[start : start + children_per_slice]:
+                self._lines(child, lines)
+            yield "".join(lines)
+            lines = []
+        if lines:
+            yield "".join(lines)
+
+    @property
+    def exposed_name(self) -> str:
+        return self.name
+
+    def _lines(self, child: Any, out: list[str]) -> None:
+        raise NotImplementedError
 
     def _new_child(self) -> Any:
         raise NotImplementedError
@@ -105,6 +148,8 @@ class _ReactorFamily:
 
 class ReactorHistogram(_ReactorFamily):
     """A histogram (``le`` buckets, ``_sum``, ``_count``) as prometheus_client exposes one."""
+
+    kind = "histogram"
 
     def __init__(
         self, name: str, documentation: str, labelnames: Iterable[str], *, buckets: tuple[float, ...],
@@ -130,9 +175,21 @@ class ReactorHistogram(_ReactorFamily):
             family.add_metric(list(values), buckets, child.sum)
         yield family
 
+    def _lines(self, child: _HistogramChild, out: list[str]) -> None:
+        before, after, every = child.text
+        bucket = f"{self.name}_bucket{{{before}le=\""
+        total = 0
+        for le, count in zip(self._les, child.counts, strict=True):
+            total += count
+            out.append(f'{bucket}{le}"{after}}} {_go_count(total)}\n')
+        labels = f"{{{every}}}" if every else ""
+        out.append(f"{self.name}_count{labels} {_go_count(total)}\n{self.name}_sum{labels} {floatToGoString(child.sum)}\n")
+
 
 class ReactorCounter(_ReactorFamily):
     """A counter; ``name`` without ``_total``, which the exposition adds."""
+
+    kind = "counter"
 
     def _new_child(self) -> _CounterChild:
         return _CounterChild()
@@ -145,6 +202,15 @@ class ReactorCounter(_ReactorFamily):
         for values, child in self._children.items():
             family.add_metric(list(values), child.value)
         yield family
+
+    @property
+    def exposed_name(self) -> str:
+        return self.name + "_total"
+
+    def _lines(self, child: _CounterChild, out: list[str]) -> None:
+        every = child.text[2]
+        labels = f"{{{every}}}" if every else ""
+        out.append(f"{self.name}_total{labels} {floatToGoString(child.value)}\n")
 
 
 class LabelLimiter:
@@ -466,17 +532,3 @@ class LiveState:
                 consumers.add_metric(labels, value)
         yield producers
         yield consumers
-
-
-class MetricsResource(Resource):
-    """``GET /metrics`` rendered in the reactor thread."""
-
-    isLeaf = True
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        super().__init__()
-        self.registry = registry
-
-    def render_GET(self, request) -> bytes:
-        request.setHeader(b"Content-Type", CONTENT_TYPE_LATEST.encode())
-        return generate_latest(self.registry)

@@ -22,7 +22,8 @@ from .dispatch import Dispatcher
 from .hold import HoldService
 from .pulllog import PullLog
 from .locks import LockManager
-from .metrics import LiveState, Metrics, MetricsResource
+from .exposition import MetricsResource
+from .metrics import LiveState, Metrics
 from .processors.admin import AdminProcessor
 from .processors.consumer import ConsumerProcessor
 from .processors.lock import LockProcessor
@@ -163,7 +164,7 @@ class Server:
             # as a 5.x broker: metricsPromExporterHost, when blank the broker's own address
             host = self.config.metrics_host or self.config.bind_address
             self.ports.append(self.reactor.listenTCP(
-                self.config.metrics_port, Site(MetricsResource(self.registry)), interface=host
+                self.config.metrics_port, Site(MetricsResource(self.registry, self.reactor)), interface=host
             ))  # fmt: skip
         self.delayed.start()
         self.timers.start()

@@ -27,7 +27,8 @@ from codec.errors import CodecError
 from ..alarm import precise_alarm
 from ..config import SETTINGS, Config
 from ..hold import HoldService
-from ..metrics import LiveState, Metrics, MetricsResource
+from ..exposition import MetricsResource
+from ..metrics import LiveState, Metrics
 from ..pulllog import PullEvent, PullLog
 from ..rejects import Rejections
 from ..transport import Connection, ReplyBuffers, WriteBatch
@@ -111,7 +112,7 @@ class ProxyServer:
         ))  # fmt: skip
         if config.metrics_port and config.metrics_enabled:
             host = config.metrics_host or config.bind_address
-            self.ports.append(self.reactor.listenTCP(config.metrics_port, Site(MetricsResource(self.registry)),
+            self.ports.append(self.reactor.listenTCP(config.metrics_port, Site(MetricsResource(self.registry, self.reactor)),
                                                      interface=host))  # fmt: skip
         for interval, fn in ((0.5, self.pull_log.flush), (10.0, self._sweep)):
             loop = task.LoopingCall(fn)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.exposition import generate_latest
-from twisted.web.test.requesthelper import DummyRequest
 
 from codec.bodies import LockBatchRequestBody, MessageQueue
 from codec.codes import RequestCode as C
-from rmqproxy.metrics import OTHER, LATENCY_BUCKETS, LabelLimiter, Metrics, MetricsResource, ReactorCounter, ReactorHistogram
+from rmqproxy.metrics import OTHER, LATENCY_BUCKETS, LabelLimiter, Metrics, ReactorCounter, ReactorHistogram
 
 from ..server.harness import Client, make_server
 from ..server.test_broker import pull, send
@@ -132,15 +131,6 @@ def test_label_values_are_bounded_and_retry_topics_grouped() -> None:
     limit = LabelLimiter(2)
     assert [limit(t) for t in ("a", "b", "c", "a", "%RETRY%g1", "%DLQ%g2")] == ["a", "b", OTHER, "a", "%RETRY%",
                                                                                  "%DLQ%"]  # fmt: skip
-
-
-def test_metrics_resource_renders_the_exposition_format() -> None:
-    registry = CollectorRegistry()
-    Metrics(registry, cluster="c", node_id="n").on_put("T", 2, 100, False)
-    request = DummyRequest([b"metrics"])
-    body = MetricsResource(registry).render_GET(request)
-    assert b'rocketmq_messages_in_total{cluster="c",is_system="false",message_type="normal",node_id="n",' in body
-    assert request.responseHeaders.getRawHeaders(b"content-type")[0].startswith(b"text/plain")
 
 
 def test_reactor_metrics_expose_what_prometheus_client_would() -> None:
