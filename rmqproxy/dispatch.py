@@ -5,7 +5,10 @@ the server hands them all to one ``Dispatcher``. A handler is ``handler(request,
 connection)`` returning a response command, a Deferred of one, or None (oneway). Unknown codes answer REQUEST_CODE_NOT_SUPPORTED naming the code (the
 reference wording); a header that lacks a required field or has a malformed value, or a body
 that does not parse, is answered with the error's own code (SYSTEM_ERROR for all of today's) and
-a remark saying what was wrong, or closes the connection when the error says so.
+a remark saying what was wrong, or closes the connection when the error says so. Both are counted
+as rejections (``unsupported_code``, ``bad_request``); a oneway request refused so is answered None,
+as is any a handler refuses under a reason of its own, or the connection would count it a second
+time as ``oneway_refused`` (``transport.py``).
 """
 
 from __future__ import annotations
@@ -78,6 +81,8 @@ class Dispatcher:
         if handler is None:
             self.on_reject(UNSUPPORTED_CODE, "unsupported request code {code} from {conn}",
                            code=request.code, conn=connection)  # fmt: skip
+            if request.is_oneway:
+                return None
             return request.response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
             )
@@ -90,6 +95,8 @@ class Dispatcher:
                            code=request.code, conn=connection, error=exc)  # fmt: skip
             if exc.close_connection:  # the error says the stream itself cannot be trusted
                 connection.close()
+                return None
+            if request.is_oneway:
                 return None
             return request.response(exc.response_code, str(exc))
 

@@ -5,7 +5,10 @@ A thin adapter over the sans-IO codec. Invariants:
   undecodable frame closes the connection with a log line, as Java's ``NettyDecoder`` does — the
   byte stream can no longer be trusted. Nothing a peer sends raises out of ``dataReceived``.
 - Requests go to ``handler(command, connection)``; its result (a command, a Deferred of one, or
-  None) is written back unless the request was oneway or the connection has gone.
+  None) is written back unless the request was oneway or the connection has gone. A oneway
+  request's answer is dropped, but one other than SUCCESS, now or later, is a ``oneway_refused``
+  rejection (counted and logged), since its client never learns of it. A handler that counts
+  its refusal under a reason of its own answers a oneway request None, so it is counted once.
 - Framing, decoding, the numbering of the server's own requests (NOTIFY_CONSUMER_IDS_CHANGED,
   GET_CONSUMER_RUNNING_INFO) and the matching of their answers are ``codec.peer.RemotingPeer``'s;
   this class adds the socket, the clock (each request's timeout is a ``callLater``) and Deferreds.
@@ -40,7 +43,7 @@ from codec.errors import CodecError, MessageError
 from codec.message import HostPort
 from codec.peer import ANSWER, Incoming, RemotingPeer
 
-from .rejects import BAD_FRAME, REPLY_BUFFER_FULL, TOO_MANY_IN_FLIGHT
+from .rejects import BAD_FRAME, ONEWAY_REFUSED, REPLY_BUFFER_FULL, TOO_MANY_IN_FLIGHT
 from .sockwrite import writer
 
 log = Logger()
@@ -53,6 +56,7 @@ _ids = itertools.count(1)
 SWEEP_S = 1.0
 #: Replies of one read leave early once they pass this size (see the module doc).
 REPLY_FLUSH_BYTES = 256 * 1024
+_SUCCESS = int(ResponseCode.SUCCESS)
 
 
 class RequestTimeout(Exception):
@@ -246,7 +250,13 @@ class Connection(Protocol):
         except Exception:
             log.failure("handler crashed on {code} from {conn}", code=command.code, conn=self)
             result = command.response(1, f"internal error handling request code {command.code}")
-        if command.is_oneway:
+        if command.is_oneway:  # its answer is not sent; one other than SUCCESS is counted instead
+            if result.__class__ is RemotingCommand:
+                if result.code != _SUCCESS:
+                    self._oneway_refused(command, result)
+            elif isinstance(result, defer.Deferred):
+                result.addCallbacks(self._oneway_landed, self._oneway_failed,
+                                    callbackArgs=(command,), errbackArgs=(command,))  # fmt: skip
             return
         if result.__class__ is RemotingCommand:  # the usual answer; Deferred's isinstance goes through ABCMeta
             self.write_command(result)
@@ -265,6 +275,23 @@ class Connection(Protocol):
     def _deferred_failed(self, failure: Failure, command: RemotingCommand) -> None:
         log.failure("deferred handler failed on {code} from {conn}", failure, code=command.code, conn=self)
         self.write_command(command.response(1, f"internal error handling request code {command.code}"))
+
+    def _oneway_landed(self, answer: Any, command: RemotingCommand) -> None:
+        if isinstance(answer, RemotingCommand) and answer.code != _SUCCESS:
+            self._oneway_refused(command, answer)
+
+    def _oneway_failed(self, failure: Failure, command: RemotingCommand) -> None:
+        log.failure("deferred handler failed on one-way {code} from {conn}", failure, code=command.code, conn=self)
+        self._oneway_refused(command, command.response(1, f"internal error handling request code {command.code}"))
+
+    def _oneway_refused(self, command: RemotingCommand, answer: RemotingCommand) -> None:
+        """A one-way request was not honoured: its client will never read why, so the log says."""
+        fmt = "one-way {code} from {conn} refused: {answer} {remark}"
+        request_code, answer_code = code_name(command.code, response=False), code_name(answer.code, response=True)
+        if self.on_reject is not None:
+            self.on_reject(ONEWAY_REFUSED, fmt, code=request_code, conn=self, answer=answer_code, remark=answer.remark)
+        else:
+            log.info(fmt, code=request_code, conn=self, answer=answer_code, remark=answer.remark)
 
     def write_command(self, command: RemotingCommand | None) -> None:
         """Send a command now, if the connection is still up (a late answer is dropped). Replies

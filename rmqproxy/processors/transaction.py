@@ -2,7 +2,8 @@
 
 Java producers send it one-way, so its answer is never read: a decision the broker cannot apply
 (unknown offset, wrong group) is also a ``transaction_not_applied`` rejection, counted in
-``rmqproxy_rejected_requests_total`` and logged at the rejections' bounded rate.
+``rmqproxy_rejected_requests_total`` and logged at the rejections' bounded rate, and a one-way one
+is answered None, so the connection does not count it again as ``oneway_refused``.
 """
 
 from __future__ import annotations
@@ -41,9 +42,11 @@ class TransactionProcessor:
 
         return when_stored(ticket, stored, request)
 
-    def _answer(self, request: RemotingCommand, header, conn, code: int, remark: str | None) -> RemotingCommand:
+    def _answer(self, request: RemotingCommand, header, conn, code: int, remark: str | None) -> RemotingCommand | None:
         if code != ResponseCode.SUCCESS:
             self.on_reject(TRANSACTION_NOT_APPLIED, "END_TRANSACTION from {conn} ({group}, half offset {offset}) not "
                            "applied: {remark}", conn=conn, group=header.producer_group,
                            offset=header.tran_state_table_offset, remark=remark)  # fmt: skip
+            if request.is_oneway:
+                return None
         return request.response(code, remark)
