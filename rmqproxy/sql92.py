@@ -427,11 +427,24 @@ class _Parser:
         raise SelectorError(f"unexpected {word!r}")
 
 
-@functools.lru_cache(maxsize=256)
 def compile_selector(text: str) -> Expr:
     """The selector as a function of a property map (True, False or None); SelectorError if it
-    does not compile. Cached: every consumer of a group subscribes with the same text."""
-    return _Parser(text).selector()
+    does not compile. Cached, failures too: every consumer of a group subscribes with the same
+    text, and a registered one that does not compile is met again on each of their pulls."""
+    compiled = _compiled(text)
+    if compiled.__class__ is str:
+        raise SelectorError(compiled)
+    return compiled  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(text: str) -> Expr | str:
+    """The selector, or why it does not compile: the message, not the error, whose traceback
+    would keep the parser alive and grow each time the cached error was raised again."""
+    try:
+        return _Parser(text).selector()
+    except SelectorError as exc:
+        return str(exc)
 
 
 class SqlFilter:

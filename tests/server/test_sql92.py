@@ -9,7 +9,8 @@ from codec.bodies import CheckClientRequestBody, ConsumerData, HeartbeatData, Pr
 from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.message import decode_messages
-from rmqproxy.sql92 import SelectorError, SqlFilter
+from rmqproxy import sql92
+from rmqproxy.sql92 import SelectorError, SqlFilter, compile_selector
 
 from .harness import Client, make_server
 from .test_broker import pull, send_header
@@ -137,3 +138,25 @@ def test_a_selector_sent_with_the_pull_filters_it_and_one_that_does_not_compile_
         assert (bad.code, bad.remark) == (R.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed")
     finally:
         server.stop()
+
+
+def test_a_selector_is_parsed_once_whether_or_not_it_compiles(monkeypatch) -> None:
+    """A registered selector that does not compile is met on every pull of its consumers: its
+    failure is cached as a success is, and raised anew (no traceback kept growing) each time."""
+    parsed: list[str] = []
+
+    class Counting(sql92._Parser):
+        def __init__(self, text: str) -> None:
+            parsed.append(text)
+            super().__init__(text)
+
+    monkeypatch.setattr(sql92, "_Parser", Counting)
+    bad, good = "a = /* cached failure */", "a = 1 /* cached success */"
+    errors = []
+    for _ in range(3):
+        with pytest.raises(SelectorError, match="ends too early") as raised:
+            compile_selector(bad)
+        errors.append(raised.value)
+        assert compile_selector(good)({"a": "1"}) is True
+    assert parsed == [bad, good]
+    assert len({id(e) for e in errors}) == 3
