@@ -14,6 +14,10 @@ Evaluation, as the reference does it: a missing property is NULL; a comparison w
 missing one. A property (always a string) compared with a number is converted to that number's
 type, so ``a > 10`` cannot compare ``10.5`` (write ``10.0``): the conversion fails, and a failure
 anywhere makes the whole selector not match. Only TRUE selects a message.
+
+Size: parsing and evaluation recurse, so a selector may nest parentheses and unary operators at
+most ``MAX_NESTING`` deep and hold at most ``MAX_OPERATORS`` operators (an ``IN`` list counts as
+one): a client's selector is refused (SelectorError) rather than exhausting the stack on a pull.
 """
 
 from __future__ import annotations
@@ -31,6 +35,12 @@ __all__ = ["SelectorError", "SqlFilter", "compile_selector"]
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 _KEYWORDS = {"NOT", "AND", "OR", "BETWEEN", "IN", "TRUE", "FALSE", "NULL", "IS"}
+#: Parentheses and unary operators nested deeper than this are refused (parsing recurses per level).
+MAX_NESTING = 64
+#: Operators (AND, OR, NOT, comparisons, BETWEEN, IN, IS, unary signs) in one selector; evaluation
+#: recurses once per operator on a chain, so this bounds its depth too.
+MAX_OPERATORS = 200
+_OPERATORS = {"NOT", "AND", "OR", "BETWEEN", "IN", "IS", "=", "<>", ">", ">=", "<", "<=", "+", "-"}
 _TOKEN = re.compile(
     r"""(?P<space>\s+|--[^\n\r]*|/\*.*?\*/)
       | (?P<float>(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+)
@@ -267,6 +277,10 @@ class _Parser:
                 self.tokens.append((kind, word))
             pos = match.end()
         self.at = 0
+        self.nesting = 0
+        operators = sum(1 for kind, word in self.tokens if kind in ("keyword", "op") and word in _OPERATORS)
+        if operators > MAX_OPERATORS:
+            raise SelectorError(f"the expression has {operators} operators; at most {MAX_OPERATORS} are allowed")
 
     def peek(self, *words: str) -> bool:
         if self.at >= len(self.tokens):
@@ -388,13 +402,18 @@ class _Parser:
         raise SelectorError(f"expected a string {self._where()}")
 
     def unary(self) -> Expr:
-        if self.take("+"):
-            return self.unary()
-        if self.take("-"):
-            return _negate(self.unary())
-        if self.take("NOT"):
-            return _not(_boolean(self.unary()))
-        return self.primary()
+        sign = self.take("+", "-", "NOT")
+        if sign is None:
+            return self.primary()
+        self._deeper()
+        inner = self.unary()
+        self.nesting -= 1
+        return inner if sign == "+" else _negate(inner) if sign == "-" else _not(_boolean(inner))
+
+    def _deeper(self) -> None:
+        self.nesting += 1
+        if self.nesting > MAX_NESTING:
+            raise SelectorError(f"the expression nests deeper than {MAX_NESTING} levels")
 
     def primary(self) -> Expr:
         if self.at >= len(self.tokens):
@@ -420,8 +439,10 @@ class _Parser:
         if kind == "keyword" and word == "NULL":
             return _constant(None)
         if word == "(":
+            self._deeper()
             inner = self.or_expr()
             self.expect(")")
+            self.nesting -= 1
             return inner
         self.at -= 1
         raise SelectorError(f"unexpected {word!r}")

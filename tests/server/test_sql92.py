@@ -160,3 +160,25 @@ def test_a_selector_is_parsed_once_whether_or_not_it_compiles(monkeypatch) -> No
         assert compile_selector(good)({"a": "1"}) is True
     assert parsed == [bad, good]
     assert len({id(e) for e in errors}) == 3
+
+
+@pytest.mark.parametrize("selector", [
+    "(" * 5000 + "a = 1" + ")" * 5000, "NOT " * 3000 + "a = 1", " AND ".join(["a = 1"] * 5000),
+    " OR ".join(["a = 1"] * 5000), "(" * (sql92.MAX_NESTING + 1) + "a = 1" + ")" * (sql92.MAX_NESTING + 1),
+])  # fmt: skip
+def test_a_selector_too_deep_or_too_long_is_refused_not_a_stack_overflow(selector: str) -> None:
+    """Parsing and evaluation recurse: a client's selector must not exhaust the stack (it was a
+    RecursionError, so every pull of its consumers answered an internal error)."""
+    with pytest.raises(SelectorError, match="nests deeper|operators"):
+        compile_selector(selector)
+
+
+def test_selectors_within_the_bounds_compile_and_evaluate_deep_in_a_stack() -> None:
+    chain = SqlFilter(" AND ".join(["a = 5"] * (sql92.MAX_OPERATORS // 2)))
+    nested = SqlFilter("(" * sql92.MAX_NESTING + "a = 5" + ")" * sql92.MAX_NESTING)
+    wide = SqlFilter("b IN (" + ", ".join(f"'v{i}'" for i in range(20_000)) + ", 'x')")  # a list is one operator
+
+    def at_depth(n: int) -> list[bool]:  # a pull is served a few hundred frames down at most
+        return at_depth(n - 1) if n else [f.matches(PROPS) for f in (chain, nested, wide)]
+
+    assert at_depth(300) == [True, True, True]
