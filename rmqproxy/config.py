@@ -11,6 +11,7 @@ startup with a message naming it.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -101,6 +102,10 @@ SETTINGS: tuple[Setting, ...] = (
             "how often undecided half messages are looked for"),
     Setting("transactionCheckMax", "transaction_check_max", int, 15,
             "checks after which an undecided half message is discarded to TRANS_CHECK_MAX_TIME_TOPIC"),
+    Setting("aclEnable", "acl_enable", bool, False,
+            "check every request against the plain_acl.yml accounts (signature, admin codes, topic and group perms)"),
+    Setting("rocketmqHome", "rocketmq_home", str, "",
+            "where conf/plain_acl.yml and conf/acl/*.yml are read (default: $ROCKETMQ_HOME)"),
     Setting("namesrvAddr", "namesrv_addr", str, "", "upstream name servers, host:port[;host:port...]",
             serve=False, proxy=True),
     Setting("proxyBrokerPorts", "proxy_broker_ports", str, "",
@@ -119,9 +124,8 @@ def _true(text: str) -> bool:
 #: broker.conf keys that, set this way, promise a protection rmqproxy does not give: startup
 #: refuses them rather than run unprotected while the operator believes otherwise.
 UNKEPT_PROMISES: tuple[tuple[str, Callable[[str], bool], str], ...] = (
-    ("aclEnable", _true, "ACL is not implemented: every client could send, pull and administer"),
-    ("authenticationEnabled", _true, "authentication is not implemented"),
-    ("authorizationEnabled", _true, "authorization is not implemented"),
+    ("authenticationEnabled", _true, "5.x authentication (ACL 2.0) is not implemented; aclEnable (plain ACL) is"),
+    ("authorizationEnabled", _true, "5.x authorization (ACL 2.0) is not implemented; aclEnable (plain ACL) is"),
     ("brokerRole", lambda text: text.strip().upper() in ("SYNC_MASTER", "SLAVE"),
      "replication is not implemented: rmqproxy is a master without slaves (ASYNC_MASTER)"),
     ("enableDLegerCommitLog", _true, "DLedger replication is not implemented"),
@@ -196,6 +200,11 @@ class Config(_Fields):
     @property
     def advertised_host(self) -> str:
         return self.advertised_address.rsplit(":", 1)[0]
+
+    @property
+    def acl_home(self) -> Path:
+        """Where the ACL files are read: ``rocketmqHome``, else ``$ROCKETMQ_HOME``."""
+        return Path(self.rocketmq_home or os.environ.get("ROCKETMQ_HOME", "") or ".")
 
     @property
     def store_dir(self) -> Path:

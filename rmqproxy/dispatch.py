@@ -8,7 +8,10 @@ that does not parse, is answered with the error's own code (SYSTEM_ERROR for all
 a remark saying what was wrong, or closes the connection when the error says so. Both are counted
 as rejections (``unsupported_code``, ``bad_request``); a oneway request refused so is answered None,
 as is any a handler refuses under a reason of its own, or the connection would count it a second
-time as ``oneway_refused`` (``transport.py``).
+time as ``oneway_refused`` (``transport.py``). With an ``access`` check (``acl.AccessControl``) every
+request passes it first, unknown codes included, as every request passes a reference broker's
+ACL hook: a denied one is answered SYSTEM_ERROR with the denial's remark and counted under its
+reason (``acl_*``).
 """
 
 from __future__ import annotations
@@ -49,8 +52,10 @@ class Dispatcher:
         clock: Any = None,
         on_answer: Callable[[int, int, float], None] | None = None,
         on_reject: Callable[..., None] | None = None,
+        access: Any = None,
     ) -> None:
         routes = list(routes)
+        self.access = access
         self.handlers: dict[int, RequestHandler] = {}
         for route in routes:
             if route.code in self.handlers:
@@ -77,6 +82,12 @@ class Dispatcher:
         return response
 
     def _dispatch(self, request: RemotingCommand, connection: Any) -> Any:
+        if self.access is not None:
+            denied = self.access.check(request, connection.ip)
+            if denied is not None:
+                self.on_reject(denied.reason, "ACL denies {code} from {conn}: {why}", code=request.code,
+                               conn=connection, why=denied.message)  # fmt: skip
+                return None if request.is_oneway else request.response(ResponseCode.SYSTEM_ERROR, denied.remark)
         handler = self.handlers.get(request.code)
         if handler is None:
             self.on_reject(UNSUPPORTED_CODE, "unsupported request code {code} from {conn}",

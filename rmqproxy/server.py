@@ -13,6 +13,8 @@ from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from twisted.web.server import Site
 
+from .acl import RELOAD_S as ACL_RELOAD_S
+from .acl import AccessControl
 from .alarm import precise_alarm
 from .clients import ClientRegistry
 from .clientstats import ClientStats
@@ -137,11 +139,12 @@ class Server:
                       timers=self.timers)
         )
         self.client_stats = ClientStats(self.clients, self.metrics)
+        self.access = AccessControl(config.acl_home) if config.acl_enable else None
         self.dispatcher = Dispatcher(
             [*names.routes(), *send.routes(), *self.pulls.routes(), *self.consumers.routes(), *sendback.routes(),
              *admin.routes(), *locking.routes(), *transacting.routes(),
              *replying.routes()],
-            clock=reactor, on_answer=hooks.on_request, on_reject=self.rejections,
+            clock=reactor, on_answer=hooks.on_request, on_reject=self.rejections, access=self.access,
         )  # fmt: skip
         self.ports: list[IListeningPort] = []
         self.connections: set[Connection] = set()
@@ -174,6 +177,8 @@ class Server:
                     (10.0, lambda: self.consumers.close_silent_clients(expired_s)), (0.5, self.pull_log.flush),
                     (self.config.transaction_check_interval_ms / 1000, self.transactions.check),
                     (OP_FLUSH_S, self.transactions.flush_ops)]  # fmt: skip
+        if self.access is not None:
+            periodic.append((ACL_RELOAD_S, self.access.poll))
         if self.config.metrics_enabled:  # DISABLE measures nothing, clients' statistics included
             periodic.append((float(self.config.client_stats_interval_s), self.client_stats.poll))
         for interval, fn in periodic:

@@ -133,6 +133,7 @@ class Connection(Protocol):
         self.unread = 0  # bytes written since the peer stopped reading (counted by ``buffers``)
         self.in_flight = 0  # requests whose answer is still to come (held pulls, SYNC_FLUSH sends)
         self.remote = "unknown"
+        self.ip = ""  # the peer's address, as ACL whitelists name it
         self.born_host = HostPort("0.0.0.0", 0)  # the peer as a message's BORNHOST
         self.connected = False
         self._replies: list[bytes] | None = None  # replies made while a read is handled
@@ -150,7 +151,8 @@ class Connection(Protocol):
             self.transport.setTcpNoDelay(True)
         self._write_now = writer(self.transport)
         peer = self.transport.getPeer()
-        self.remote = f"{getattr(peer, 'host', '?')}:{getattr(peer, 'port', 0)}"
+        self.ip = getattr(peer, "host", "")
+        self.remote = f"{self.ip or '?'}:{getattr(peer, 'port', 0)}"
         try:
             self.born_host = HostPort.parse(self.remote)
         except MessageError:

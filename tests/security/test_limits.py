@@ -69,7 +69,7 @@ def test_the_listen_backlog_is_server_socket_backlog(tmp_path) -> None:
 
 @pytest.mark.parametrize(
     "line",
-    ["aclEnable=true", "authenticationEnabled=true", "authorizationEnabled = TRUE", "brokerRole=SYNC_MASTER",
+    ["authenticationEnabled=true", "authorizationEnabled = TRUE", "brokerRole=SYNC_MASTER",
      "brokerRole=SLAVE", "enableDLegerCommitLog=true", "enableControllerMode=true"],
 )
 def test_a_key_promising_protection_stops_startup_naming_it(tmp_path: Path, line: str) -> None:
@@ -83,7 +83,7 @@ def test_a_key_promising_protection_stops_startup_naming_it(tmp_path: Path, line
     assert not (tmp_path / "s").exists()  # refused before anything was opened
 
 
-@pytest.mark.parametrize("line", ["aclEnable=false", "brokerRole=ASYNC_MASTER", "enableDLegerCommitLog=false"])
+@pytest.mark.parametrize("line", ["authenticationEnabled=false", "brokerRole=ASYNC_MASTER", "enableDLegerCommitLog=false"])
 def test_the_same_keys_set_to_what_rmqproxy_does_are_accepted(tmp_path: Path, line: str) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text(f"{line}\n")
