@@ -37,7 +37,7 @@ class Setting:
 
     @property
     def flag(self) -> str:
-        return "--" + re.sub(r"(?<=[a-z0-9])([A-Z])", r"-\1", self.key).lower()
+        return "--" + re.sub(r"(?<=[a-z0-9])([A-Z])", r"-\1", self.key).lower().replace(".", "-")
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -106,6 +106,18 @@ SETTINGS: tuple[Setting, ...] = (
             "check every request against the plain_acl.yml accounts (signature, admin codes, topic and group perms)"),
     Setting("rocketmqHome", "rocketmq_home", str, "",
             "where conf/plain_acl.yml and conf/acl/*.yml are read (default: $ROCKETMQ_HOME)"),
+    Setting("tls.server.mode", "tls_mode", str, "permissive",
+            "disabled, permissive (TLS and plain TCP on one port) or enforcing (TLS only)"),
+    Setting("tls.test.mode.enable", "tls_test_mode", bool, True,
+            "serve a self-signed certificate made at start, not the certPath/keyPath ones (the reference's default)"),
+    Setting("tls.server.certPath", "tls_cert_path", str, "", "the server's certificate chain (PEM)"),
+    Setting("tls.server.keyPath", "tls_key_path", str, "", "the server's private key (PEM)"),
+    Setting("tls.server.keyPassword", "tls_key_password", str, "", "the password of an encrypted keyPath"),
+    Setting("tls.server.need.client.auth", "tls_need_client_auth", str, "none",
+            "none, optional or require a client certificate"),
+    Setting("tls.server.trustCertPath", "tls_trust_cert_path", str, "", "CA certificates client certificates are checked with"),
+    Setting("tls.config.file", "tls_config_file", str, "/etc/rocketmq/tls.properties",
+            "Java properties file whose tls.* keys override these, but the mode (read if it exists)"),
     Setting("namesrvAddr", "namesrv_addr", str, "", "upstream name servers, host:port[;host:port...]",
             serve=False, proxy=True),
     Setting("proxyBrokerPorts", "proxy_broker_ports", str, "",

@@ -38,6 +38,7 @@ from .processors.transaction import TransactionProcessor
 from .rejects import Rejections
 from .store import MessageStore
 from .timers import TimerService
+from .tls import TlsSettings, sniffing_factory
 from .topics import TopicTable
 from .transactions import OP_FLUSH_S, TransactionService, TransactionSettings
 from .transport import Connection, ReplyBuffers
@@ -140,6 +141,7 @@ class Server:
         )
         self.client_stats = ClientStats(self.clients, self.metrics)
         self.access = AccessControl(config.acl_home) if config.acl_enable else None
+        self.tls = TlsSettings.of(config)
         self.dispatcher = Dispatcher(
             [*names.routes(), *send.routes(), *self.pulls.routes(), *self.consumers.routes(), *sendback.routes(),
              *admin.routes(), *locking.routes(), *transacting.routes(),
@@ -155,7 +157,7 @@ class Server:
     def start(self) -> None:
         self.store.start()
         self._recover_topics()
-        factory = _Factory(self)
+        factory = sniffing_factory(_Factory(self), self.tls, self.reactor)
         ports = [self.config.listen_port]
         if self.config.broker_listen_port:
             ports.append(self.config.broker_listen_port)

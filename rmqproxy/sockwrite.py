@@ -21,8 +21,10 @@ _PARTS = ("writeSomeData", "dataBuffer", "_tempDataBuffer", "connected", "discon
 
 
 def can_write_directly(transport: Any) -> bool:
-    """Whether ``transport`` has the parts ``write_now`` uses."""
-    return all(hasattr(transport, name) for name in _PARTS)
+    """Whether ``transport`` itself has the parts ``write_now`` uses. Its class must define the
+    send: a wrapper (TLS) forwards unknown attributes to the socket's transport, and writing there
+    would bypass it (sending a TLS connection's replies in the clear)."""
+    return callable(getattr(type(transport), "writeSomeData", None)) and all(hasattr(transport, n) for n in _PARTS)
 
 
 def write_now(transport: Any, data: bytes) -> int:
