@@ -83,10 +83,11 @@ class Scraper:
             self.thread.join()
 
 
-def run_java(classpath: str, *args: str, on_warm: Callable[[], None] | None = None) -> dict:
-    """Run one E2eBench phase; ``on_warm`` is called when its warm-up ends (the "WARMED" line)."""
+def run_java(classpath: str, *args: str, on_warm: Callable[[], None] | None = None, jvm: tuple[str, ...] = ()) -> dict:
+    """Run one E2eBench phase (``jvm``: more JVM options, e.g. ``-Dtls.enable=true``); ``on_warm``
+    is called when its warm-up ends (the "WARMED" line)."""
     with tempfile.TemporaryFile("w+") as errors:  # a file, not a pipe: nothing can block on it
-        proc = subprocess.Popen(["java", "-Xms1g", "-Xmx2g", "-cp", classpath, str(PROGRAM), *args],
+        proc = subprocess.Popen(["java", "-Xms1g", "-Xmx2g", *jvm, "-cp", classpath, str(PROGRAM), *args],
                                 stdout=subprocess.PIPE, stderr=errors, text=True)  # fmt: skip
         result = None
         for line in proc.stdout:

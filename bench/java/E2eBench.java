@@ -4,7 +4,15 @@
 // reporting msgs/s. "txsend": transactional sends against plain ones (see txSend). Prints one line:
 // RESULT {json}. An optional 7th argument of "send" paces its
 // warm-up phase to that many msgs/s in all (bench/hold.py's moderate load), instead of flat out.
+// With -Dbench.accessKey=AK -Dbench.secretKey=SK the producer signs every request as an ACL client
+// does (bench/security.py); TLS is the client's own -Dtls.enable=true.
+import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
+import java.util.Base64;
+import java.util.Map;
+import java.util.TreeMap;
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -21,6 +29,8 @@ import org.apache.rocketmq.client.producer.TransactionMQProducer;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.remoting.RPCHook;
+import org.apache.rocketmq.remoting.protocol.RemotingCommand;
 
 public class E2eBench {
     /** Every message "txsend" got SEND_OK for, committed or plain (what the topic must hold). */
@@ -43,8 +53,47 @@ public class E2eBench {
         }
     }
 
+    /** With bench.accessKey/bench.secretKey set, a hook that signs each request: AccessKey added,
+     *  then the Base64 HmacSHA1 (keyed by the secret) of every ext field value in key order
+     *  (Signature left out) followed by the body; else null (no hook). */
+    static RPCHook signer() {
+        String accessKey = System.getProperty("bench.accessKey");
+        String secretKey = System.getProperty("bench.secretKey");
+        if (accessKey == null || secretKey == null) {
+            return null;
+        }
+        return new RPCHook() {
+            @Override
+            public void doBeforeRequest(String remoteAddr, RemotingCommand request) {
+                request.addExtField("AccessKey", accessKey);
+                request.makeCustomHeaderToNet();
+                StringBuilder values = new StringBuilder();
+                for (Map.Entry<String, String> field : new TreeMap<>(request.getExtFields()).entrySet()) {
+                    if (!field.getKey().equals("Signature")) {
+                        values.append(field.getValue());
+                    }
+                }
+                byte[] text = values.toString().getBytes(StandardCharsets.UTF_8);
+                byte[] body = request.getBody() == null ? new byte[0] : request.getBody();
+                byte[] content = Arrays.copyOf(text, text.length + body.length);
+                System.arraycopy(body, 0, content, text.length, body.length);
+                try {
+                    Mac mac = Mac.getInstance("HmacSHA1");
+                    mac.init(new SecretKeySpec(secretKey.getBytes(StandardCharsets.UTF_8), "HmacSHA1"));
+                    request.addExtField("Signature", Base64.getEncoder().encodeToString(mac.doFinal(content)));
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            }
+
+            @Override
+            public void doAfterResponse(String remoteAddr, RemotingCommand request, RemotingCommand response) {
+            }
+        };
+    }
+
     static void send(String namesrv, String topic, int total, int threads, int warmupSeconds, int rate) throws Exception {
-        DefaultMQProducer producer = new DefaultMQProducer(topic + "-bench-pg");
+        DefaultMQProducer producer = new DefaultMQProducer(topic + "-bench-pg", signer());
         producer.setNamesrvAddr(namesrv);
         producer.setCompressMsgBodyOverHowmuch(1 << 20);
         producer.start();
