@@ -7,8 +7,9 @@ oracle's versions and environment overrides) and runs scenarios::
     result = prog.run("send", namesrv="127.0.0.1:9876", topic="T", manifest="/tmp/m.tsv")
 
 ``run`` waits for the process and returns the parsed ``RESULT {json}`` line; ``start`` returns a
-``RunningScenario`` for the restart scenario (progress lines, stdin, result).  The JVM's stderr and
-the RocketMQ client log go to ``log_root`` and are quoted in failures (``ScenarioError``).
+``RunningScenario`` for the restart scenario (progress lines, stdin, result); both take
+``jvm_args``, JVM options to add (e.g. ``["-Dtls.enable=true"]``, the client's TLS switch).  The JVM's
+stderr and the RocketMQ client log go to ``log_root`` and are quoted in failures (``ScenarioError``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,25 +71,27 @@ class ScenarioProgram:
         self.log_root = log_root
         log_root.mkdir(parents=True, exist_ok=True)
 
-    def command(self, scenario: str, log_dir: Path, **opts: Any) -> list[str]:
+    def command(self, scenario: str, log_dir: Path, *, jvm_args: Sequence[str] = (), **opts: Any) -> list[str]:
         return [
             shutil.which("java") or "java", *_JVM_FLAGS,
             f"-Drocketmq.client.logRoot={log_dir}",  # 4.9.x client log
             f"-Drocketmq.log.root={log_dir}",  # 5.x client log (scenarios' rmq.logback.xml)
+            *jvm_args,
             "-cp", self.classpath, MAIN_CLASS, scenario, *_options(opts),
         ]
 
-    def _prepare(self, scenario: str, opts: dict[str, Any]) -> tuple[list[str], Path, dict[str, str]]:
+    def _prepare(self, scenario: str, opts: dict[str, Any],
+                 jvm_args: Sequence[str] = ()) -> tuple[list[str], Path, dict[str, str]]:
         log_dir = self.log_root / f"{scenario}-{uuid.uuid4().hex[:6]}"
         log_dir.mkdir(parents=True)
         env = dict(os.environ)
         for var in ("ROCKETMQ_SERIALIZE_TYPE", "NAMESRV_ADDR", "ROCKETMQ_HOME"):
             env.pop(var, None)
-        return self.command(scenario, log_dir, **opts), log_dir, env
+        return self.command(scenario, log_dir, jvm_args=jvm_args, **opts), log_dir, env
 
-    def run(self, scenario: str, *, timeout: float = 240.0, **opts: Any) -> dict[str, Any]:
+    def run(self, scenario: str, *, timeout: float = 240.0, jvm_args: Sequence[str] = (), **opts: Any) -> dict[str, Any]:
         """Run one scenario to completion and return its RESULT object."""
-        cmd, log_dir, env = self._prepare(scenario, opts)
+        cmd, log_dir, env = self._prepare(scenario, opts, jvm_args)
         stderr_path = log_dir / "stderr.txt"
         with open(stderr_path, "wb") as err:
             try:
@@ -99,9 +103,9 @@ class ScenarioProgram:
         out = proc.stdout.decode(errors="replace")
         return self._result(scenario, out, log_dir)
 
-    def start(self, scenario: str, **opts: Any) -> RunningScenario:
+    def start(self, scenario: str, *, jvm_args: Sequence[str] = (), **opts: Any) -> RunningScenario:
         """Start a scenario that talks over stdin/stdout while it runs (the restart scenario)."""
-        cmd, log_dir, env = self._prepare(scenario, opts)
+        cmd, log_dir, env = self._prepare(scenario, opts, jvm_args)
         return RunningScenario(self, scenario, cmd, log_dir, env)
 
     def _result(self, scenario: str, out: str, log_dir: Path) -> dict[str, Any]:
