@@ -16,7 +16,9 @@ text; it names the account, never a secret.
 
 Beyond the reference: the name-server codes that change something (DELETE_TOPIC_IN_NAMESRV) need
 an admin too, since one port serves both roles here; the ones that only read (routes, cluster
-info, topic lists) are open, as a reference name server is.
+info, topic lists) are open, as a reference name server is. A route request for a ``%RETRY%``
+topic is not only a read here (it creates the retry topic of a new consumer group, so that its
+retry queue is assigned at once): it needs a signature and the group's SUB, as a heartbeat does.
 """
 
 from __future__ import annotations
@@ -292,6 +294,12 @@ def _topic(ext: Mapping[str, str], body: bytes) -> list[tuple[str, int]]:
     return [(ext["topic"], PERM_SUB)] if ext.get("topic") is not None else []
 
 
+def _retry_route(ext: Mapping[str, str], body: bytes = b"") -> list[tuple[str, int]]:
+    """A route request for a retry topic (which creates it): the group's SUB."""
+    topic = ext.get("topic") or ""
+    return [(topic, PERM_SUB)] if topic.startswith(RETRY) else []
+
+
 #: What each request code needs, by the names it carries (the reference's table; LITE_PULL_MESSAGE
 #: as a pull and SEND_BATCH_MESSAGE as a send, as 5.x checks them). Other codes need a signature.
 REQUIRED: dict[int, Callable[[Mapping[str, str], bytes], list[tuple[str, int]]]] = {
@@ -306,6 +314,7 @@ REQUIRED: dict[int, Callable[[Mapping[str, str], bytes], list[tuple[str, int]]]]
     RequestCode.UNREGISTER_CLIENT: _group("consumerGroup"),
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: _group("consumerGroup"),
     RequestCode.UPDATE_CONSUMER_OFFSET: _group("consumerGroup", topic=True),
+    RequestCode.GET_ROUTEINFO_BY_TOPIC: _retry_route,  # only a retry topic's gets this far
 }
 
 
@@ -352,12 +361,12 @@ class AccessControl:
     def check(self, request: RemotingCommand, ip: str) -> Denied | None:
         """None if ``request`` from ``ip`` may be served, else why not."""
         code = request.code
-        if code in OPEN_CODES:
+        ext = request.ext_fields or {}
+        if code in OPEN_CODES and not (code == RequestCode.GET_ROUTEINFO_BY_TOPIC and _retry_route(ext)):
             return None
         rules = self.rules
         if any(white(ip) for white in rules.global_white):
             return None
-        ext = request.ext_fields or {}
         access_key = ext.get("AccessKey")
         if access_key is None:
             return Denied("acl_no_access_key", "No accessKey is configured")

@@ -178,6 +178,21 @@ def test_whitelists_skip_what_the_reference_skips(tmp_path) -> None:
         server.stop()
 
 
+def test_a_route_request_that_would_create_a_retry_topic_needs_the_group(tmp_path) -> None:
+    """Routes are open, as on a reference name server, but a retry topic's route creates the
+    topic here: a peer without an account, or without the group's SUB, creates nothing."""
+    server, _ = acl_server(tmp_path)
+    try:
+        route = Signed(server, None, None).call(C.GET_ROUTEINFO_BY_TOPIC, topic="%RETRY%readers")
+        assert denied(route, "No accessKey is configured") and server.topics.get("%RETRY%readers") is None
+        alice = Signed(server, "alice-key", SECRET)
+        assert denied(alice.call(C.GET_ROUTEINFO_BY_TOPIC, topic="%RETRY%blocked"), "No default permission for group:blocked")
+        assert alice.call(C.GET_ROUTEINFO_BY_TOPIC, topic="%RETRY%readers").code == R.SUCCESS
+        assert server.topics.get("%RETRY%readers") is not None
+    finally:
+        server.stop()
+
+
 def test_a_heartbeat_send_back_and_offset_need_their_group_and_topics(tmp_path) -> None:
     server, _ = acl_server(tmp_path)
     try:
