@@ -53,10 +53,11 @@ def servers_fixture(*targets: str, **options: Any) -> Any:
 def reference_gap(server: ScenarioServer, line: str, what: str) -> str | None:
     """Why ``server``, when it is the reference broker, cannot pass ``what`` on ``line`` (None when it can)."""
     if server.name.startswith("apache") and what == "transaction-kill-9":
-        return ("after a kill -9 the 4.9.7 broker checks back transactions it had already committed, and the "
-                "producer's second COMMIT stores each message again: every committed one arrives twice (our reading "
-                "of its code: decisions are matched by half-queue offset, so older copies of a half message look "
-                "undecided once its check progress is lost)")
+        return ("after a kill -9 the 4.9.7 broker checks back both copies of a half message it had already checked "
+                "(answered UNKNOW) before the kill, and the producer's second COMMIT stores the message again: each "
+                "such one committed on check-back arrives twice, those committed before the kill once (our reading "
+                "of its code: decisions are matched by half-queue offset, and a check left UNKNOW puts a new copy, "
+                "so the older copy looks undecided once its check progress is lost)")
     if server.name.startswith("apache") and line == "5":
         if what == "litepull":
             return "5.x lite pull sends LITE_PULL_MESSAGE (361): the 4.9.x reference answers 'request type 361 not supported'"

@@ -26,18 +26,22 @@ import org.apache.rocketmq.common.message.MessageExt;
  * Scenario "transaction": a TransactionMQProducer sends --count (30) messages to --topic while a
  * push consumer of --group reads the topic from its first offset.
  *
- * <p>Without --crash, message i is decided by the local transaction: i % 3 == 0 commits, 1 rolls
- * back, 2 answers UNKNOW and commits when the broker checks it back. The run ends once every
- * committed key arrived and --grace-ms (3000) passed with nothing more, or after --timeout-ms.
+ * <p>Message i is decided by i % 3: 0 commits in the local transaction, 1 rolls back, 2 answers
+ * UNKNOW and commits when the broker checks it back. A check of a 0 answers COMMIT_MESSAGE (its
+ * local transaction did commit). The run ends once every committed key arrived and --grace-ms
+ * (3000) passed with nothing more, or after --timeout-ms.
  *
- * <p>With --crash true, every local transaction answers UNKNOW and so does every check, and the
+ * <p>With --crash true, the 1s answer UNKNOW too, every check of a 1 or a 2 answers UNKNOW, and the
  * program prints "PROGRESS prepared=N checks=C received=R" until a line arrives on stdin (the test
- * kills the broker with -9 and restarts it meanwhile). From then on checks decide: i even commits,
- * i odd rolls back.
+ * waits for the 0s to arrive, kills the broker with -9 and restarts it meanwhile). From then on
+ * checks decide (1 rolls back, 2 commits), and a second push consumer, of group --group + "-late",
+ * reads the topic from its first offset: what the restarted broker stored, committed before the kill
+ * or after.
  *
  * <p>Result: sent (SEND_OK half messages), expected (committed keys), received (key -> times),
  * missing, unexpected (rolled-back or unknown keys that arrived), duplicates, checks (key -> check
- * calls), elapsed_ms.
+ * calls), elapsed_ms; with --crash also received_before_decisions (received when the stdin line
+ * came) and late (received, missing, unexpected, duplicates of the second consumer).
  */
 final class TransactionScenario {
     private TransactionScenario() {
@@ -55,7 +59,7 @@ final class TransactionScenario {
         Map<String, AtomicInteger> received = new ConcurrentHashMap<>();
         List<String> expected = new ArrayList<>();
         for (int i = 0; i < count; i++) {
-            if (crash ? i % 2 == 0 : i % 3 != 1) {
+            if (i % 3 != 1) {
                 expected.add(key(topic, i));
             }
         }
@@ -67,37 +71,30 @@ final class TransactionScenario {
             @Override
             public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
                 int i = index(msg.getKeys());
-                if (crash || i % 3 == 2) {
-                    return LocalTransactionState.UNKNOW;
+                if (i % 3 == 0) {
+                    return LocalTransactionState.COMMIT_MESSAGE;
                 }
-                return i % 3 == 0 ? LocalTransactionState.COMMIT_MESSAGE : LocalTransactionState.ROLLBACK_MESSAGE;
+                return crash || i % 3 == 2 ? LocalTransactionState.UNKNOW : LocalTransactionState.ROLLBACK_MESSAGE;
             }
 
             @Override
             public LocalTransactionState checkLocalTransaction(MessageExt msg) {
                 checks.computeIfAbsent(msg.getKeys(), k -> new AtomicInteger()).incrementAndGet();
+                int i = index(msg.getKeys());
+                if (i % 3 == 0) {
+                    return LocalTransactionState.COMMIT_MESSAGE;  // committed locally at once
+                }
                 if (!deciding.get()) {
                     return LocalTransactionState.UNKNOW;
                 }
-                int i = index(msg.getKeys());
-                boolean commit = crash ? i % 2 == 0 : i % 3 != 1;
-                return commit ? LocalTransactionState.COMMIT_MESSAGE : LocalTransactionState.ROLLBACK_MESSAGE;
+                return i % 3 == 2 ? LocalTransactionState.COMMIT_MESSAGE : LocalTransactionState.ROLLBACK_MESSAGE;
             }
         });
         producer.start();
         // the topic exists before the consumer looks for its route
         Main.setupSend(producer, new Message(topic, "Setup", "setup", "setup".getBytes(StandardCharsets.UTF_8)));
 
-        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
-        consumer.setNamesrvAddr(a.namesrv());
-        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-        consumer.subscribe(topic, "Tx");
-        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
-            for (MessageExt m : msgs) {
-                received.computeIfAbsent(m.getKeys(), k -> new AtomicInteger()).incrementAndGet();
-            }
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-        });
+        DefaultMQPushConsumer consumer = consumer(a, topic, group, received);
         consumer.start();
 
         long start = System.currentTimeMillis();
@@ -129,20 +126,58 @@ final class TransactionScenario {
             Main.awaitStop();
             deciding.set(true);
         }
+        Map<String, Integer> beforeDecisions = snapshot(received);
+        Map<String, AtomicInteger> lateReceived = new ConcurrentHashMap<>();
+        DefaultMQPushConsumer late = null;
+        if (crash) {
+            late = consumer(a, topic, group + "-late", lateReceived);
+            late.start();
+        }
         long deadline = System.currentTimeMillis() + timeoutMs;
-        while (System.currentTimeMillis() < deadline && !received.keySet().containsAll(expected)) {
+        while (System.currentTimeMillis() < deadline && !(received.keySet().containsAll(expected)
+            && (late == null || lateReceived.keySet().containsAll(expected)))) {
             Main.sleep(100);
         }
         Main.sleep(graceMs);  // anything that should not arrive has had its chance
         consumer.shutdown();
+        if (late != null) {
+            late.shutdown();
+        }
         producer.shutdown();
 
         Map<String, Object> r = new LinkedHashMap<>();
         r.put("sent", sent);
         r.put("send_failures", failures);
         r.put("expected", expected.size());
-        Map<String, Integer> got = new TreeMap<>();
-        received.forEach((k, v) -> got.put(k, v.get()));
+        r.putAll(outcome(expected, snapshot(received)));
+        r.put("checks", snapshot(checks));
+        if (crash) {
+            r.put("received_before_decisions", beforeDecisions);
+            r.put("late", outcome(expected, snapshot(lateReceived)));
+        }
+        r.put("elapsed_ms", System.currentTimeMillis() - start);
+        return r;
+    }
+
+    /** A push consumer of tag Tx on topic from its first offset, counting keys into received. */
+    static DefaultMQPushConsumer consumer(Main.Args a, String topic, String group, Map<String, AtomicInteger> received)
+        throws Exception {
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+        consumer.setNamesrvAddr(a.namesrv());
+        consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        consumer.subscribe(topic, "Tx");
+        consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                received.computeIfAbsent(m.getKeys(), k -> new AtomicInteger()).incrementAndGet();
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        return consumer;
+    }
+
+    /** received (key -> times), missing and unexpected keys, and the keys that arrived more than once. */
+    static Map<String, Object> outcome(List<String> expected, Map<String, Integer> got) {
+        Map<String, Object> r = new LinkedHashMap<>();
         r.put("received", got);
         List<String> missing = new ArrayList<>();
         for (String k : expected) {
@@ -163,10 +198,12 @@ final class TransactionScenario {
         }
         r.put("unexpected", unexpected);
         r.put("duplicates", duplicates);
-        Map<String, Integer> checked = new TreeMap<>();
-        checks.forEach((k, v) -> checked.put(k, v.get()));
-        r.put("checks", checked);
-        r.put("elapsed_ms", System.currentTimeMillis() - start);
+        return r;
+    }
+
+    static Map<String, Integer> snapshot(Map<String, AtomicInteger> counts) {
+        Map<String, Integer> r = new TreeMap<>();
+        counts.forEach((k, v) -> r.put(k, v.get()));
         return r;
     }
 
