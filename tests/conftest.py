@@ -1,11 +1,18 @@
-"""Shared test fixtures: where the recorded Java session lives."""
+"""Shared test fixtures: where the recorded Java session lives, and the Apache clusters tests share."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tests.needs import skip_or_fail
+import pytest
+
+from tests.needs import require_java_tools, skip_or_fail
+
+if TYPE_CHECKING:
+    from tests.interop.apache_cluster import ApacheCluster, SharedClusters
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -23,3 +30,102 @@ def find_session_vectors() -> Path:
         if candidate and Path(candidate).is_file():
             return Path(candidate)
     skip_or_fail(f"recorded session not found (set RMQ_SESSION_VECTORS): {candidates}")
+
+
+# --- Apache clusters shared across test modules (tests/interop/apache_cluster.SHARED) --------------
+
+_SHARED_CLUSTERS = pytest.StashKey["SharedClusters"]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "apache_cluster(*labels, param=None): the test uses these shared Apache clusters "
+        "(tests/interop/apache_cluster.SHARED), or the one its parameter ``param`` names; each starts when first "
+        "asked for and stops after the session's last test marked with its label",
+    )
+
+
+def _cluster_labels(item: pytest.Item) -> frozenset[str]:
+    labels = set()
+    for mark in item.iter_markers("apache_cluster"):
+        labels.update(mark.args)
+        if mark.kwargs.get("param") is not None:
+            callspec = getattr(item, "callspec", None)
+            if callspec is None or mark.kwargs["param"] not in callspec.params:
+                raise pytest.UsageError(f"{item.nodeid}: apache_cluster(param={mark.kwargs['param']!r}), "
+                                        "but the test has no such parameter")  # fmt: skip
+            labels.add(callspec.params[mark.kwargs["param"]])
+    return frozenset(labels)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest has grouped the tests by their session-scoped parameters
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests of the shared Apache clusters run together, the tests of each cluster in a row,
+    where the last of them was (all other tests keep their order).
+
+    pytest orders tests by their client line (a session-scoped parameter), which spreads each
+    module's tests over several runs between other modules' tests; and an idle cluster is not free
+    (an idle 5.3.1 cluster takes 0.6 of a core, its brokers' TimerFlushService polling; a 4.9.7 one
+    0.09), so one kept running from run to run would slow every test in between. In a row, each
+    cluster starts once and runs only as long as its own tests."""
+    labels = [_cluster_labels(item) for item in items]
+    marked = [i for i, mine in enumerate(labels) if mine]
+    if not marked:
+        return
+    first_use: dict[str, int] = {}
+    for i in marked:
+        for label in sorted(labels[i]):
+            first_use.setdefault(label, i)
+    block = sorted(marked, key=lambda i: (min(first_use[label] for label in labels[i]), i))
+    rest = [item for item, mine in zip(items, labels) if not mine]
+    before = marked[-1] + 1 - len(marked)  # the unmarked tests that ran before the last marked one
+    items[:] = rest[:before] + [items[i] for i in block] + rest[before:]
+
+
+@pytest.fixture(scope="session")
+def apache_clusters(request: pytest.FixtureRequest) -> Iterator[Callable[[str], ApacheCluster]]:
+    """``apache_clusters(label)``: the running shared cluster ``label``, for a test marked
+    ``@pytest.mark.apache_cluster(label)`` (or in a module so marked). It starts when first asked
+    for and stops after the session's last test so marked: once per session, where a cluster of
+    the module's own would start for every module, and for each run of a module's tests."""
+    from tests.interop.apache_cluster import SharedClusters
+
+    session = request.session
+    clusters = SharedClusters([_cluster_labels(item) for item in session.items])
+    request.config.stash[_SHARED_CLUSTERS] = clusters
+
+    def get(label: str) -> ApacheCluster:
+        require_java_tools("the reference cluster")
+        return clusters.get(label, _index(session.config.stash[_CURRENT]))
+
+    try:
+        yield get
+    finally:
+        del request.config.stash[_SHARED_CLUSTERS]
+        clusters.close()
+
+
+_CURRENT = pytest.StashKey[pytest.Item]()
+_ORDER = pytest.StashKey[dict[int, int]]()
+
+
+def _index(item: pytest.Item) -> int:
+    """The item's position in the session's run order."""
+    stash = item.config.stash
+    if _ORDER not in stash:
+        stash[_ORDER] = {id(it): i for i, it in enumerate(item.session.items)}
+    return stash[_ORDER][id(item)]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.config.stash[_CURRENT] = item
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    yield
+    clusters = item.config.stash.get(_SHARED_CLUSTERS, None)
+    if clusters is not None:
+        clusters.release_after(_index(item))

@@ -56,7 +56,7 @@ from .apache_broker import (
 from .server import SHORT_DELAY_LEVELS, ScratchServer, ServerError, free_port
 from .wire import WireClient
 
-__all__ = ["ApacheCluster", "cluster_info", "listed_masters"]
+__all__ = ["SHARED", "SHARED_ACL", "ApacheCluster", "SharedClusters", "cluster_info", "listed_masters"]
 
 
 def cluster_info(namesrv: str, timeout: float = 5.0) -> ClusterInfo:
@@ -309,3 +309,76 @@ class ApacheCluster(ScratchServer):
 
     def __repr__(self) -> str:
         return f"ApacheCluster(namesrv={self.namesrv!r}, brokers={self.broker_addrs!r}, workdir={str(self.workdir)!r})"
+
+
+#: The account of the shared ACL cluster's ``plain_acl.yml`` (tests/interop/test_apache_cluster.py
+#: and tests/proxy/test_via_acl.py sign with it).
+SHARED_ACL = {"accessKey": "rmqproxyAcl", "secretKey": "rmqproxyAclSecret"}
+
+#: The clusters tests share, by label (tests/conftest.py: the ``apache_clusters`` fixture and the
+#: ``apache_cluster`` mark): each starts when a test first asks for it and stops after the last
+#: test marked ``apache_cluster(label)``; the tests of each run in a row.
+SHARED: dict[str, dict] = {
+    "4.9.7": {},
+    "5.3.1": {"broker_5": True},
+    "4.9.7-acl": {"acl": SHARED_ACL},
+    # one broker (the rebalance scenario counts its queues) with quick transaction check-backs
+    # (tests/interop/test_transactions.TRANSACTION_CONF)
+    "4.9.7-one-tx": {"brokers": ("broker-a",), "broker_conf": {"transactionTimeOut": "1000",
+                                                               "transactionCheckInterval": "1000"}},
+}  # fmt: skip
+
+
+class SharedClusters:
+    """The ``SHARED`` clusters of a test session, each started once (a start is 5-15 s of JVM
+    boots) and handed to every test marked ``apache_cluster(label)``.
+
+    ``get`` checks the cluster first: a test that killed a broker and failed before starting it
+    again leaves it dead, so dead processes are started again (same ports and stores) and every
+    broker must be listed by the name server. ``release_after(index)`` stops the clusters that no
+    test after position ``index`` of the session needs.
+    """
+
+    def __init__(self, needs: Sequence[frozenset[str]]) -> None:
+        """``needs[i]``: the labels the session's i-th test is marked with."""
+        unknown = set().union(*needs) - SHARED.keys()
+        if unknown:
+            raise ValueError(f"apache_cluster marks name unknown clusters {sorted(unknown)} (known: {sorted(SHARED)})")
+        self.needs = list(needs)
+        self.last_use = {label: i for i, labels in enumerate(self.needs) for label in labels}
+        self.running: dict[str, ApacheCluster] = {}
+
+    def get(self, label: str, index: int) -> ApacheCluster:
+        """The running cluster ``label`` for the session's ``index``-th test (which must be marked so)."""
+        if label not in self.needs[index]:
+            raise ValueError(f"test #{index} asks for the shared cluster {label!r} but is not marked "
+                             f"@pytest.mark.apache_cluster({label!r}): the cluster may have been stopped")  # fmt: skip
+        cluster = self.running.get(label)
+        if cluster is not None:
+            try:
+                self._repair(cluster)
+            except BaseException:
+                del self.running[label]
+                cluster.close()
+                raise
+            return cluster
+        cluster = ApacheCluster(**SHARED[label])
+        self.running[label] = cluster
+        print(f"\nshared {cluster.name} ({label}) ready in {cluster.startup_seconds:.1f}s")
+        return cluster
+
+    @staticmethod
+    def _repair(cluster: ApacheCluster) -> None:
+        """Every process running and every broker listed at its address."""
+        if not cluster.alive():
+            cluster.start()  # the name server and the brokers not running, on the same ports and stores
+        for name in cluster.broker_names:
+            cluster.wait_listed(name, timeout=cluster.REGISTER_TIMEOUT + 30)  # a broker registers every 30 s
+
+    def release_after(self, index: int) -> None:
+        for label in [lb for lb in self.running if self.last_use.get(lb, -1) <= index]:
+            self.running.pop(label).close()
+
+    def close(self) -> None:
+        while self.running:
+            self.running.popitem()[1].close()

@@ -2,7 +2,8 @@
 5.3.1 brokers, seen through the name server's GET_BROKER_CLUSTER_INFO; a broker killed leaves the
 listing and, started again on its port and store, comes back with its topics; with ``acl`` (4.9.7)
 every broker refuses an unsigned request and serves one signed for the account of its
-``plain_acl.yml``.  Each cluster starts once for the module (``-s`` prints its startup time).
+``plain_acl.yml``.  The clusters are the session's shared ones (tests/interop/apache_cluster.SHARED,
+which the proxy tests use too): each starts once for the session (``-s`` prints its startup time).
 """
 
 from __future__ import annotations
@@ -11,36 +12,30 @@ import base64
 import hashlib
 import hmac
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import pytest
 
 from codec.bodies import TopicRouteData
 from codec.codes import RequestCode
 from codec.command import RemotingCommand
-from tests.needs import require_java_tools
 
-from .apache_cluster import ApacheCluster
+from .apache_cluster import SHARED_ACL, ApacheCluster
 from .scenario_runner import unique_name
 from .wire import WireClient, roundtrip
 
-ACL = {"accessKey": "rmqproxyAK", "secretKey": "rmqproxySK123"}
-CLUSTERS = {"4.9.7": {}, "5.3.1": {"broker_5": True}, "4.9.7-acl": {"acl": ACL}}
+ACL = SHARED_ACL
 BROKERS = ("broker-a", "broker-b")
+
+pytestmark = pytest.mark.apache_cluster(param="cluster")
 
 both_lines = pytest.mark.parametrize("cluster", ["4.9.7", "5.3.1"], indirect=True)
 
 
 @pytest.fixture(scope="module")
-def cluster(request: pytest.FixtureRequest) -> Iterator[ApacheCluster]:
-    """One cluster per parameter (``CLUSTERS``) for the module: tests are grouped by it, so one runs at a time."""
-    require_java_tools("the reference cluster")
-    started = ApacheCluster(BROKERS, **CLUSTERS[request.param])  # type: ignore[arg-type]
-    print(f"\n{started.name} ({request.param}, {len(BROKERS)} brokers) ready in {started.startup_seconds:.1f}s")
-    try:
-        yield started
-    finally:
-        started.close()
+def cluster(request: pytest.FixtureRequest, apache_clusters: Callable[[str], ApacheCluster]) -> ApacheCluster:
+    """The session's shared cluster of the parameter: "4.9.7", "5.3.1" or "4.9.7-acl"."""
+    return apache_clusters(request.param)
 
 
 def signed(ext: dict[str, str], body: bytes = b"") -> dict[str, str]:
