@@ -1,15 +1,20 @@
 """A real Apache RocketMQ cluster with ``rmqproxy proxy`` in front of it, as a scenario server.
 
-``ProxiedCluster`` starts an ``ApacheCluster`` (one name server, brokers broker-a and broker-b of
-4.9.7, or of 5.3.1 with ``broker_5``) and a ``RunningProxy`` whose upstream is that name server.
-Clients are given only the proxy's address (``namesrv``); ``restart()`` restarts the proxy (what
-a client sees as a broker restart); ``cluster`` and ``proxy`` are the two parts, for the tests
-that kill a broker or read the proxy's pull log.
+``ProxiedCluster`` starts a ``RunningProxy`` whose upstream is the name server of a running
+``ApacheCluster``: one of the session's shared clusters (``apache_clusters`` in tests/conftest.py;
+tests/interop/apache_cluster.SHARED: two 4.9.7 brokers broker-a and broker-b, two 5.3.1 ones, two
+4.9.7 ones with ACL, one 4.9.7 broker with quick transaction check-backs), which it leaves
+running. Each module has a proxy of its own (they differ in configuration) and its own topic and
+group names. Clients are given only the proxy's address (``namesrv``); ``restart()`` restarts the
+proxy (what a client sees as a broker restart); ``cluster`` and ``proxy`` are the two parts, for
+the tests that kill a broker or read the proxy's pull log.
+
+A test that kills or stops a broker starts it again before it ends; when it fails before, the next
+module to ask for the cluster finds the broker started again (``SharedClusters.get``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -24,17 +29,12 @@ ONLY_5_ORACLE = pytest.mark.parametrize("oracle_line", ["5"], indirect=True, ids
 
 
 class ProxiedCluster:
-    """An Apache cluster behind one proxy (context manager; ``close`` stops both)."""
+    """A running Apache cluster behind a proxy of its own (context manager; ``close`` stops the
+    proxy, not the cluster)."""
 
-    def __init__(self, *, broker_5: bool = False, acl: Mapping[str, str] | None = None,
-                 broker_conf: Mapping[str, str] | None = None, proxy_conf: dict[str, str] | None = None,
-                 brokers: tuple[str, ...] = ("broker-a", "broker-b")) -> None:  # fmt: skip
-        self.cluster = ApacheCluster(brokers, broker_5=broker_5, acl=acl, broker_conf=broker_conf)
-        try:
-            self.proxy = RunningProxy(self.cluster.namesrv, proxy_conf=proxy_conf)
-        except BaseException:
-            self.cluster.close()
-            raise
+    def __init__(self, cluster: ApacheCluster, *, proxy_conf: dict[str, str] | None = None) -> None:
+        self.cluster = cluster
+        self.proxy = RunningProxy(self.cluster.namesrv, proxy_conf=proxy_conf)
         # "apache..." first: the reference's known gaps (scenario_checks.reference_gap) are the
         # cluster's, and the proxy passes them through unchanged
         self.name = f"{self.cluster.name} via rmqproxy"
@@ -57,10 +57,7 @@ class ProxiedCluster:
         return f"--- proxy ---\n{self.proxy.log_tail(chars)}\n--- cluster ---\n{self.cluster.log_tail(chars)}"
 
     def close(self) -> None:
-        try:
-            self.proxy.close()
-        finally:
-            self.cluster.close()
+        self.proxy.close()
 
     def __enter__(self) -> ProxiedCluster:
         return self

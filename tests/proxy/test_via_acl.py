@@ -1,6 +1,6 @@
 """ACL-signed real Java clients through ``rmqproxy proxy`` in front of an ACL-enabled Apache 4.9.7
-cluster (broker-a, broker-b; ``plain_acl.yml`` holds one admin account and no white-listed
-address, so every broker request must carry a valid signature).
+cluster (the session's shared "4.9.7-acl": broker-a, broker-b; ``plain_acl.yml`` holds one admin
+account and no white-listed address, so every broker request must carry a valid signature).
 
 The proxy relays every request unchanged but for its opaque, so the clients' AclClientRPCHook
 signatures (HMAC-SHA1 over the sorted ext field values and the body) must verify at the brokers:
@@ -25,7 +25,7 @@ import hmac
 import re
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +35,17 @@ from codec.bodies import TopicRouteData
 from codec.codes import RequestCode
 from codec.command import RemotingCommand
 from codec.headers import REQUEST_HEADERS
+from tests.interop.apache_cluster import SHARED_ACL, ApacheCluster
 from tests.interop.scenario_checks import assert_all_received, explain, no_error, send_to_new_topic
 from tests.interop.scenario_runner import ScenarioProgram, unique_name
 from tests.interop.wire import WireClient, roundtrip
 
 from .proxied import ONLY_49, ProxiedCluster
 
-ACCESS_KEY = "rmqproxyAcl"
-SECRET_KEY = "rmqproxyAclSecret"
+pytestmark = pytest.mark.apache_cluster("4.9.7-acl")
+
+ACCESS_KEY = SHARED_ACL["accessKey"]
+SECRET_KEY = SHARED_ACL["secretKey"]
 WRONG_SECRET = "notTheSecret42"
 SEND_COUNT = 200  # a quarter each: sync, async, oneway, batch (batches of 10)
 
@@ -53,8 +56,8 @@ _EXCEPTION_CLASS = re.compile(r"\b((?:[a-z_][\w]*\.)+[A-Z]\w*(?:Exception|Error)
 
 
 @pytest.fixture(scope="module")
-def proxied() -> Iterator[ProxiedCluster]:
-    with ProxiedCluster(acl={"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}) as server:
+def proxied(apache_clusters: Callable[[str], ApacheCluster]) -> Iterator[ProxiedCluster]:
+    with ProxiedCluster(apache_clusters("4.9.7-acl")) as server:
         yield server
 
 

@@ -1,7 +1,8 @@
 """Requests the broker starts, through the proxy, and two proxies in front of one cluster.
 
 A 4.9.7 cluster of one broker (the rebalance scenario counts queues of one broker) with quick
-transaction check-backs, and two ``rmqproxy proxy`` processes in front of it:
+transaction check-backs (the session's shared "4.9.7-one-tx"), and two ``rmqproxy proxy``
+processes in front of it:
 - a transaction whose producer answers UNKNOW is checked back (CHECK_TRANSACTION_STATE reaches
   the producer through the proxy, its END_TRANSACTION goes back) and the consumer gets exactly the
   committed messages;
@@ -12,11 +13,12 @@ transaction check-backs, and two ``rmqproxy proxy`` processes in front of it:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from tests.interop.apache_cluster import SHARED, ApacheCluster
 from tests.interop.scenario_checks import assert_all_received, explain, no_error, send_to_new_topic
 from tests.interop.scenario_runner import ScenarioProgram, unique_name
 from tests.interop.server import RunningProxy
@@ -25,9 +27,13 @@ from tests.interop.test_transactions import TRANSACTION_CONF, commit_rollback_an
 from .proxied import ONLY_49, ProxiedCluster
 
 
+pytestmark = pytest.mark.apache_cluster("4.9.7-one-tx")
+
+
 @pytest.fixture(scope="module")
-def proxied() -> Iterator[ProxiedCluster]:
-    with ProxiedCluster(brokers=("broker-a",), broker_conf=TRANSACTION_CONF) as server:
+def proxied(apache_clusters: Callable[[str], ApacheCluster]) -> Iterator[ProxiedCluster]:
+    assert SHARED["4.9.7-one-tx"]["broker_conf"] == TRANSACTION_CONF
+    with ProxiedCluster(apache_clusters("4.9.7-one-tx")) as server:
         yield server
 
 

@@ -9,13 +9,14 @@ the same way through the proxy (``scenario_checks.reference_gap``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from codec.bodies import TopicRouteData
 from codec.codes import RequestCode
+from tests.interop.apache_cluster import ApacheCluster
 from tests.interop.scenario_checks import (
     assert_all_received,
     explain,
@@ -31,11 +32,13 @@ from .proxied import ONLY_49, ProxiedCluster
 
 SEND_COUNT = 2000
 
+pytestmark = pytest.mark.apache_cluster(param="proxied")
+
 
 @pytest.fixture(scope="module", params=["4.9.7"])
-def proxied(request: pytest.FixtureRequest) -> Iterator[ProxiedCluster]:
-    """The 4.9.7 cluster behind the proxy; tests marked ``BOTH_CLUSTERS`` also run on 5.3.1."""
-    with ProxiedCluster(broker_5=request.param == "5.3.1") as server:
+def proxied(request: pytest.FixtureRequest, apache_clusters: Callable[[str], ApacheCluster]) -> Iterator[ProxiedCluster]:
+    """The shared 4.9.7 cluster behind the proxy; tests marked ``BOTH_CLUSTERS`` also run on 5.3.1."""
+    with ProxiedCluster(apache_clusters(request.param)) as server:
         yield server
 
 

@@ -1,4 +1,5 @@
-"""Faults behind the proxy, with real Java clients and a real 4.9.7 cluster of two brokers.
+"""Faults behind the proxy, with real Java clients and a real 4.9.7 cluster of two brokers (the
+session's shared one: every test leaves its brokers running, as it found them).
 
 - kill -9 of one broker while messages flow: producers go on with the other broker, consumers
   get every message that was acknowledged, and the killed broker is used again once it is back;
@@ -11,12 +12,13 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from codec.bodies import TopicRouteData
 from codec.codes import RequestCode, ResponseCode
+from tests.interop.apache_cluster import ApacheCluster
 from tests.interop.scenario_checks import explain, no_error, traffic_across
 from tests.interop.scenario_runner import ScenarioProgram, unique_name
 from tests.interop.wire import WireClient
@@ -25,10 +27,13 @@ from .proxied import ONLY_49, ProxiedCluster
 
 TIMEOUT_MS = 2000
 
+pytestmark = pytest.mark.apache_cluster("4.9.7")
+
 
 @pytest.fixture(scope="module")
-def proxied() -> Iterator[ProxiedCluster]:
-    with ProxiedCluster(proxy_conf={"proxyRequestTimeoutMillis": str(TIMEOUT_MS)}) as server:
+def proxied(apache_clusters: Callable[[str], ApacheCluster]) -> Iterator[ProxiedCluster]:
+    cluster = apache_clusters("4.9.7")
+    with ProxiedCluster(cluster, proxy_conf={"proxyRequestTimeoutMillis": str(TIMEOUT_MS)}) as server:
         yield server
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from statistics import median
 
@@ -40,6 +40,7 @@ import pytest
 
 from codec.bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue
 from codec.codes import RequestCode
+from tests.interop.apache_cluster import ApacheCluster
 from tests.interop.orderly import (
     ChurnEvent,
     Consumed,
@@ -74,11 +75,15 @@ IMMEDIATE_LIMIT_MS = 1000
 NOT_LATEST_RETRY_MS = 1000
 
 
+pytestmark = pytest.mark.apache_cluster("4.9.7")
+
+
 @pytest.fixture(scope="module")
-def proxied() -> Iterator[ProxiedCluster]:
-    """One cluster and proxy for the module (both client lines; each test has its own topic)."""
+def proxied(apache_clusters: Callable[[str], ApacheCluster]) -> Iterator[ProxiedCluster]:
+    """The session's shared 4.9.7 cluster and a proxy for the module (both client lines; each test
+    has its own topic and group)."""
     require_java_tools("the orderly consumers")
-    with ProxiedCluster(proxy_conf={"lockReleaseOnDisconnect": "immediate"}) as server:
+    with ProxiedCluster(apache_clusters("4.9.7"), proxy_conf={"lockReleaseOnDisconnect": "immediate"}) as server:
         yield server
 
 
