@@ -4,6 +4,10 @@ The broker checks its held pulls' deadlines every 5 s, so over a direct connecti
 asked for a 1 s, 5 s or 15 s hold ends up to 5 s late; through the proxy the client gets its
 PULL_NOT_FOUND at the deadline. The same pulls are sent to the broker directly, as the
 reference: both must answer PULL_NOT_FOUND, no earlier than asked; only the proxy must be on time.
+
+The broker is broker-a of the session's shared 4.9.7 cluster. The three holds are waits, so they
+run side by side: the module's fixture sends all of them at once (each hold to a topic of its
+own, through the proxy and directly), and each test judges its own.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import concurrent.futures
 import selectors
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -20,7 +24,7 @@ from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
 from codec.headers import REQUEST_HEADERS
 from codec.peer import ANSWER
-from tests.interop.apache_broker import ApacheBroker
+from tests.interop.apache_cluster import ApacheCluster
 from tests.interop.server import RunningProxy
 from tests.interop.wire import WireClient
 
@@ -30,10 +34,33 @@ QUEUES = 8
 LATE_MS = 100.0
 
 
+pytestmark = pytest.mark.apache_cluster("4.9.7")
+
+#: (code, ms to answer) of each pull through the proxy and directly
+Held = tuple[list[tuple[int, float]], list[tuple[int, float]]]
+
+
 @pytest.fixture(scope="module")
-def servers() -> Iterator[tuple[ApacheBroker, RunningProxy]]:
-    with ApacheBroker() as broker, RunningProxy(broker.namesrv) as proxy:
-        yield broker, proxy
+def held(apache_clusters: Callable[[str], ApacheCluster]) -> Iterator[dict[int, concurrent.futures.Future[Held]]]:
+    """Per suspend time, the pulls through the proxy and directly, all started at once."""
+    cluster = apache_clusters("4.9.7")
+    with RunningProxy(cluster.namesrv) as proxy, concurrent.futures.ThreadPoolExecutor(len(SUSPENDS_MS)) as pool:
+        routes = {}
+        for suspend_ms in SUSPENDS_MS:
+            topic = f"Precise{suspend_ms}"
+            assert WireClient(cluster.broker_addr).create_topic(topic, QUEUES).code == ResponseCode.SUCCESS
+            via = _broker_address_via(proxy, topic)
+            assert via != cluster.broker_addr
+            routes[suspend_ms] = (topic, via)
+        yield {ms: pool.submit(_through_and_direct, via, cluster.broker_addr, topic, ms)
+               for ms, (topic, via) in routes.items()}  # fmt: skip
+
+
+def _through_and_direct(via: str, direct: str, topic: str, suspend_ms: int) -> Held:
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # at the same time: the module's time is bounded
+        through_f = pool.submit(_held_pulls, via, topic, f"{topic}-via", suspend_ms)
+        direct_f = pool.submit(_held_pulls, direct, topic, f"{topic}-direct", suspend_ms)
+        return through_f.result(), direct_f.result()
 
 
 def _held_pulls(addr: str, topic: str, group: str, suspend_ms: int) -> list[tuple[int, float]]:
@@ -69,16 +96,9 @@ def _broker_address_via(proxy: RunningProxy, topic: str) -> str:
 
 
 @pytest.mark.parametrize("suspend_ms", SUSPENDS_MS)
-def test_idle_pulls_end_at_the_client_s_deadline_through_the_proxy(servers, suspend_ms: int) -> None:
-    broker, proxy = servers
-    topic = f"Precise{suspend_ms}"
-    assert WireClient(broker.broker_addr).create_topic(topic, QUEUES).code == ResponseCode.SUCCESS
-    via = _broker_address_via(proxy, topic)
-    assert via != broker.broker_addr
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # at the same time: the module's time is bounded
-        through_f = pool.submit(_held_pulls, via, topic, f"{topic}-via", suspend_ms)
-        direct_f = pool.submit(_held_pulls, broker.broker_addr, topic, f"{topic}-direct", suspend_ms)
-        through, direct = through_f.result(), direct_f.result()
+def test_idle_pulls_end_at_the_client_s_deadline_through_the_proxy(held: dict[int, concurrent.futures.Future[Held]],
+                                                                  suspend_ms: int) -> None:  # fmt: skip
+    through, direct = held[suspend_ms].result()
     late_through = sorted(round(ms - suspend_ms, 1) for _, ms in through)
     late_direct = sorted(round(ms - suspend_ms, 1) for _, ms in direct)
     print(f"suspend {suspend_ms} ms: late by (ms) through the proxy {late_through}, direct {late_direct}")
