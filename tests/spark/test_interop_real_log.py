@@ -1,11 +1,16 @@
 """hold_report on a real event log: ``rmqproxy serve`` driven by the Apache RocketMQ 4.9.8 Java
 client (tests/interop/java/HoldLatency.java: an idle push consumer whose pulls time out at 15 s,
-then three messages that wake held pulls)."""
+then three messages that wake held pulls), and the same client through ``rmqproxy proxy`` in front
+of the 4.9.7 broker. The two clients are mostly waits, so they run side by side (the module's
+fixture); each test reads its own log."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import subprocess
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -14,19 +19,48 @@ from tests.interop.server import RunningServer
 from tests.interop.test_hold_latency import PROGRAM
 from tests.needs import require_java_tools
 
+SERVE_TOPIC = "SparkHoldReport"
+PROXY_TOPIC = "SparkHoldReportViaProxy"
 
-@pytest.mark.interop
-def test_hold_report_on_a_log_written_by_rmqproxy_serve_for_the_java_client(spark, tmp_path) -> None:
-    from spark_jobs import hold_report
+
+def _hold_latency(namesrv: str, topic: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["java", "-cp", build_classpath("4.9"), str(PROGRAM), namesrv, topic, "3", "1500", "16000"],
+        check=False, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def client_runs(spark: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, Any]]]:
+    """The client run against ``rmqproxy serve`` and the one through the proxy, at the same time:
+    per case its process, the directory of the pull log, and (proxy) the proxy's pull events."""
+    from tests.interop.apache_broker import ApacheBroker
+    from tests.interop.server import RunningProxy
 
     require_java_tools("the hold report on a real log")
-    topic = "SparkHoldReport"
-    with RunningServer(workdir=tmp_path / "server") as server:
-        run = subprocess.run(
-            ["java", "-cp", build_classpath("4.9"), str(PROGRAM), server.namesrv, topic, "3", "1500", "16000"],
-            check=False, capture_output=True, text=True, timeout=180,
-        )  # fmt: skip
-        log_dir = server.store_dir / "logs"
+    root = tmp_path_factory.mktemp("interop-real-log")
+    with (
+        RunningServer(workdir=root / "server") as server,
+        ApacheBroker() as broker,
+        RunningProxy(broker.namesrv, workdir=root / "proxy") as proxy,
+        concurrent.futures.ThreadPoolExecutor(2) as pool,
+    ):
+        serve_f = pool.submit(_hold_latency, server.namesrv, SERVE_TOPIC)
+        proxy_f = pool.submit(_hold_latency, proxy.namesrv, PROXY_TOPIC)
+        serve_run, proxy_run = serve_f.result(), proxy_f.result()
+        proxy_events = [e for e in proxy.pull_events() if e["topic"] == PROXY_TOPIC]
+    yield {
+        "serve": {"run": serve_run, "log_dir": server.store_dir / "logs"},
+        "proxy": {"run": proxy_run, "log_dir": proxy.workdir / "pulls", "events": proxy_events},
+    }
+
+
+@pytest.mark.interop
+def test_hold_report_on_a_log_written_by_rmqproxy_serve_for_the_java_client(spark, client_runs, tmp_path) -> None:
+    from spark_jobs import hold_report
+
+    topic = SERVE_TOPIC
+    run, log_dir = client_runs["serve"]["run"], client_runs["serve"]["log_dir"]
     assert run.returncode == 0, run.stderr[-3000:]
     lines = [x for p in sorted(log_dir.glob("pulls-*.jsonl")) for x in p.read_text().splitlines()]
     mine = [json.loads(x) for x in lines if json.loads(x)["topic"] == topic]
@@ -51,24 +85,14 @@ def test_hold_report_on_a_log_written_by_rmqproxy_serve_for_the_java_client(spar
 
 
 @pytest.mark.interop
-def test_hold_report_on_a_log_written_by_rmqproxy_proxy_in_front_of_apache(spark, tmp_path) -> None:
+def test_hold_report_on_a_log_written_by_rmqproxy_proxy_in_front_of_apache(spark, client_runs, tmp_path) -> None:
     """The same client through ``rmqproxy proxy`` in front of the 4.9.7 broker: the report reads the
     proxy's log unchanged; timeouts come at the client's 15 s (the broker alone answers up to 5 s
     later), and the pulls the broker answered once messages came are ``wake=upstream``."""
     from spark_jobs import hold_report
 
-    from tests.interop.apache_broker import ApacheBroker
-    from tests.interop.server import RunningProxy
-
-    require_java_tools("the hold report on a proxy's log")
-    topic = "SparkHoldReportViaProxy"
-    with ApacheBroker() as broker, RunningProxy(broker.namesrv, workdir=tmp_path / "proxy") as proxy:
-        run = subprocess.run(
-            ["java", "-cp", build_classpath("4.9"), str(PROGRAM), proxy.namesrv, topic, "3", "1500", "16000"],
-            check=False, capture_output=True, text=True, timeout=180,
-        )  # fmt: skip
-        mine = [e for e in proxy.pull_events() if e["topic"] == topic]
-        log_dir = proxy.workdir / "pulls"
+    topic = PROXY_TOPIC
+    run, log_dir, mine = (client_runs["proxy"][k] for k in ("run", "log_dir", "events"))
     assert run.returncode == 0, run.stderr[-3000:]
 
     out = tmp_path / "report"
