@@ -20,6 +20,7 @@ Both client lines (4.9.8, 5.5.0) run the client tests through the scenario progr
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import hashlib
 import hmac
 import re
@@ -131,11 +132,16 @@ def test_refused_send_looks_the_same_through_the_proxy_as_directly(
     program: ScenarioProgram, proxied: ProxiedCluster, tmp_path_factory: pytest.TempPathFactory,
     keys: dict[str, str],
 ) -> None:  # fmt: skip
+    runs = {}
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # two clients, mostly JVM start: side by side
+        for route, namesrv in (("proxy", proxied.namesrv), ("direct", proxied.cluster.namesrv)):
+            topic = unique_name("AclRefused", program.line)
+            runs[route] = pool.submit(program.run, "send", namesrv=namesrv, topic=topic, group=f"{topic}-producer",
+                                      count=4, manifest=tmp_path_factory.mktemp("manifest") / f"{topic}.tsv",
+                                      **keys)  # fmt: skip
     seen: dict[str, dict[str, Any]] = {}
-    for route, namesrv in (("proxy", proxied.namesrv), ("direct", proxied.cluster.namesrv)):
-        topic = unique_name("AclRefused", program.line)
-        r = program.run("send", namesrv=namesrv, topic=topic, group=f"{topic}-producer", count=4,
-                        manifest=tmp_path_factory.mktemp("manifest") / f"{topic}.tsv", **keys)  # fmt: skip
+    for route, run in runs.items():
+        r = run.result()
         assert "error" in r, f"{route}: a send with {keys or 'no keys'} was not refused\n" + explain(r, proxied)
         assert "error_broker_code" in r, f"{route}: refused, but not by a broker\n" + explain(r, proxied, "error")
         seen[route] = r

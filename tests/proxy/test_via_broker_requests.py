@@ -13,6 +13,7 @@ processes in front of it:
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -63,9 +64,12 @@ def test_two_proxies_in_front_of_one_cluster(program: ScenarioProgram, proxied: 
                                              tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
     sent: dict[str, Any] = send_to_new_topic(program, proxied, tmp_path_factory, "ViaTwo", count=400)
     no_error(sent, proxied)
-    for namesrv in (second.namesrv, f"{proxied.namesrv};{second.namesrv}"):
-        r = program.run("push", namesrv=namesrv, manifest=sent["_manifest"], group=unique_name("ViaTwo", program.line),
-                        timeout_ms=60000)  # fmt: skip
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # two consumers of their own groups: side by side
+        runs = {namesrv: pool.submit(program.run, "push", namesrv=namesrv, manifest=sent["_manifest"],
+                                     group=unique_name("ViaTwo", program.line), timeout_ms=60000)
+                for namesrv in (second.namesrv, f"{proxied.namesrv};{second.namesrv}")}  # fmt: skip
+    for namesrv, run in runs.items():
+        r = run.result()
         no_error(r, proxied)
         assert_all_received(r, proxied, f"push via {namesrv}")
     assert any(e["topic"] == sent["topic"] and e["msgs"] for e in second.pull_events())
