@@ -56,12 +56,16 @@ RELOAD_S = 5.0
 _UNSIGNED_QUERY_FLAG_UP_TO = 399
 _EXCEPTION = "org.apache.rocketmq.acl.common.AclException"
 
+#: Admin codes rmqproxy does not serve (answered 3), by the reference's numbers: an account still
+#: needs admin rights to be told so.
+UPDATE_BROKER_CONFIG, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, DELETE_SUBSCRIPTIONGROUP = 25, 200, 207
+UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG, GET_BROKER_CLUSTER_ACL_INFO = 50, 51, 52  # 4.9 and 5.x
+UPDATE_AND_CREATE_STATIC_TOPIC = 513  # 5.x
 #: Codes only an admin account may send: the reference's (4.9 and 5.x) and DELETE_TOPIC_IN_NAMESRV.
 ADMIN_CODES = frozenset({
-    RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.UPDATE_BROKER_CONFIG, RequestCode.DELETE_TOPIC_IN_BROKER,
-    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.DELETE_SUBSCRIPTIONGROUP,
-    RequestCode.UPDATE_AND_CREATE_STATIC_TOPIC, RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
-    RequestCode.DELETE_ACL_CONFIG, RequestCode.GET_BROKER_CLUSTER_ACL_INFO, RequestCode.DELETE_TOPIC_IN_NAMESRV,
+    RequestCode.UPDATE_AND_CREATE_TOPIC, UPDATE_BROKER_CONFIG, RequestCode.DELETE_TOPIC_IN_BROKER,
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, DELETE_SUBSCRIPTIONGROUP, UPDATE_AND_CREATE_STATIC_TOPIC,
+    UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG, GET_BROKER_CLUSTER_ACL_INFO, RequestCode.DELETE_TOPIC_IN_NAMESRV,
 })  # fmt: skip
 #: Name-server codes that only read: open, as on a reference name server (which has no ACL).
 OPEN_CODES = frozenset({

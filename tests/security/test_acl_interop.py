@@ -60,6 +60,7 @@ from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.command import RemotingCommand
 from codec.headers import REQUEST_HEADERS
+from rmqproxy import acl
 from tests.interop.conftest import program, scenario_line  # noqa: F401 (fixtures)
 from tests.interop.scenario_checks import assert_all_received, explain, no_error, start_server
 from tests.interop.scenario_runner import ScenarioProgram, unique_name
@@ -396,10 +397,10 @@ SIGNED_REFUSALS = {
     "admin-update-topic": _admin_denied(C.UPDATE_AND_CREATE_TOPIC, header(
         C.UPDATE_AND_CREATE_TOPIC, topic="AclWireNew", default_topic="TBW102", read_queue_nums=4,
         write_queue_nums=4, perm=6, topic_filter_type="SINGLE_TAG", order=False)),
-    "admin-update-broker-config": _admin_denied(C.UPDATE_BROKER_CONFIG, {}, b"brokerPermission=6"),
+    "admin-update-broker-config": _admin_denied(acl.UPDATE_BROKER_CONFIG, {}, b"brokerPermission=6"),
     "admin-delete-topic": _admin_denied(C.DELETE_TOPIC_IN_BROKER, {"topic": "AclWire"}),
-    "admin-create-group": _admin_denied(C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, b'{"groupName":"AclWireG"}'),
-    "admin-delete-group": _admin_denied(C.DELETE_SUBSCRIPTIONGROUP, {"groupName": "AclWireG"}),
+    "admin-create-group": _admin_denied(acl.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, b'{"groupName":"AclWireG"}'),
+    "admin-delete-group": _admin_denied(acl.DELETE_SUBSCRIPTIONGROUP, {"groupName": "AclWireG"}),
 }  # fmt: skip
 
 
@@ -558,7 +559,7 @@ def test_where_rmqproxy_is_stricter_or_creates_more_than_the_reference(servers: 
     above), one assertion per server."""
     rmqproxy, apache = servers["rmqproxy"], servers["apache"]
 
-    acl_info = {n: call(t.server.broker_addr, C.GET_BROKER_CLUSTER_ACL_INFO, signed({}, USER)) for n, t in servers.items()}
+    acl_info = {n: call(t.server.broker_addr, acl.GET_BROKER_CLUSTER_ACL_INFO, signed({}, USER)) for n, t in servers.items()}
     assert acl_info["apache"].code == R.SUCCESS, acl_info["apache"].remark
     assert acl_info["rmqproxy"].code == R.SYSTEM_ERROR and acl_message(rmqproxy, acl_info["rmqproxy"].remark) == (
         f"Need admin permission for request code=52, but accessKey={USER[0]} is not")
