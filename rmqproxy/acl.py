@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import hashlib
 import hmac
 import ipaddress
 import re
@@ -257,9 +256,11 @@ def signature(secret: str, ext: Mapping[str, str], body: bytes, version: int) ->
     """The ``Signature`` of a request: HmacSHA1 (keyed by ``secret``) of its ext field values in
     key order (Java's String order), ``Signature`` left out, then its body; Base64."""
     skipped = ("Signature", "_UNIQUE_KEY_QUERY") if version <= _UNSIGNED_QUERY_FLAG_UP_TO else ("Signature",)
-    keys = sorted((k for k in ext if k not in skipped), key=lambda k: k.encode("utf-16-be"))
-    content = "".join(str(ext[k]) for k in keys).encode("utf-8") + (body or b"")
-    return base64.b64encode(hmac.new(secret.encode("utf-8"), content, hashlib.sha1).digest()).decode()
+    keys = sorted(ext)  # code point order: Java's (UTF-16 unit) order for the usual ASCII keys
+    if not "".join(keys).isascii():
+        keys.sort(key=lambda k: k.encode("utf-16-be"))
+    content = "".join([str(ext[k]) for k in keys if k not in skipped]).encode("utf-8") + (body or b"")
+    return base64.b64encode(hmac.digest(secret.encode("utf-8"), content, "sha1")).decode()
 
 
 def _send(topic_key: str, group_key: str) -> Callable[[Mapping[str, str], bytes], list[tuple[str, int]]]:

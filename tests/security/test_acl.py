@@ -102,6 +102,8 @@ def test_signatures_are_the_reference_clients() -> None:
     assert signature("12345678", ext, b"", 407) == signature("12345678", {"x": "RocketMQgroupB"}, b"", 407)
     with_body = signature("12345678", {"AccessKey": "RocketMQ", "SecurityToken": "tok"}, b'{"clientID":"c1"}', 407)
     assert with_body == signature("12345678", {"x": 'RocketMQtok{"clientID":"c1"}'}, b"", 407)
+    # keys in Java's String order, UTF-16 units: an astral character sorts below U+FFFF there
+    assert signature("s", {"\uffff": "a", "\U0001F600": "b"}, b"", 407) == signature("s", {"x": "ba"}, b"", 407)
     # clients up to 4.9.3 (version 399) did not sign _UNIQUE_KEY_QUERY, later ones do
     flagged = {"AccessKey": "k", "_UNIQUE_KEY_QUERY": "true"}
     assert signature("s", flagged, b"", 399) == signature("s", {"AccessKey": "k"}, b"", 399)
