@@ -9,7 +9,9 @@ topicStatus and consumerProgress first call GET_TOPIC_CONFIG (351), likewise uns
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,8 +19,8 @@ import pytest
 from .scenario_runner import ScenarioProgram, client_log_tail, unique_name
 from .server import ScenarioServer, serve_available, start_target
 
-__all__ = ["assert_all_received", "explain", "no_error", "reference_gap", "send_to_new_topic", "start_server",
-           "servers_fixture", "traffic_across"]
+__all__ = ["assert_all_received", "explain", "heartbeat_race", "no_error", "reference_gap", "send_to_new_topic",
+           "start_server", "servers_fixture", "traffic_across"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -64,6 +66,23 @@ def reference_gap(server: ScenarioServer, line: str, what: str) -> str | None:
         if what in ("topicStatus", "consumerProgress"):
             return "5.x mqadmin calls GET_TOPIC_CONFIG (351) first: 'request type 351 not supported' on 4.9.x"
     return None
+
+
+#: What a client logs when a rebalance's heartbeat (the one carrying a new subVersion) found the
+#: heartbeat lock taken by the scheduled heartbeat and was skipped: the broker then knows an older
+#: subVersion until the next scheduled heartbeat, 30 s later (4.9.x ``sendHeartbeatToAllBrokerWithLock``,
+#: 5.x ``...WithLockV2``; both only ``tryLock``). More likely on a loaded machine.
+HEARTBEAT_SKIPPED = re.compile(r"lock heartBeat, but failed")
+
+
+def heartbeat_race(log_dir: Path | str) -> bool:
+    """Whether the client of one scenario run (its ``_log_dir``) skipped a heartbeat that carried a new subVersion, so
+    its pulls met a broker whose registered subscription is older (the reference answers 25 until
+    the next heartbeat; rmqproxy serves them unfiltered, ``processors/pull.py``)."""
+    for path in sorted(Path(log_dir).rglob("rocketmq_client*.log")):
+        if HEARTBEAT_SKIPPED.search(path.read_text(errors="replace")):
+            return True
+    return False
 
 
 def explain(result: dict[str, Any], server: ScenarioServer, *fields: str) -> str:

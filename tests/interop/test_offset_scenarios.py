@@ -5,6 +5,9 @@ is checked against the reference in the same run.
 
 Where the reference differs: 5.x mqadmin consumerProgress calls GET_TOPIC_CONFIG (351), which 4.9.x
 answers "not supported" (``scenario_checks.reference_gap``); that step is checked as the gap there.
+When the client skips the heartbeat that carries its new subVersion (``scenario_checks.heartbeat_race``),
+the reference refuses the tag consumer's pulls until the next heartbeat, up to 30 s, where rmqproxy
+serves them unfiltered and reaches the queue ends within one suspend.
 """
 
 from __future__ import annotations
@@ -16,13 +19,17 @@ import pytest
 from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
 
-from .scenario_checks import assert_all_received, explain, no_error, reference_gap, send_to_new_topic, servers_fixture
+from .scenario_checks import (assert_all_received, explain, heartbeat_race, no_error, reference_gap, send_to_new_topic,
+                              servers_fixture)
 from .scenario_runner import ScenarioProgram, unique_name
 from .server import ScenarioServer
 from .wire import WireClient
 
 
 server = servers_fixture("rmqproxy", "apache")  # the same assertions hold for both
+
+#: brokerSuspendMaxTimeMillis a push consumer asks for (both client lines).
+SUSPEND_MS = 15_000
 
 
 def test_a_group_whose_stored_offsets_are_minus_one_consumes_every_message(
@@ -71,7 +78,7 @@ def test_a_tag_filtered_consumer_of_only_other_tags_commits_the_queue_ends_at_on
         first_pull_ms = run.wait_progress("first_pull_ms", 1, timeout=90)["first_pull_ms"]
         with WireClient(server.broker_addr) as wire:
             ends = {q: int(wire.call(C.GET_MAX_OFFSET, topic=topic, queue_id=q).ext_fields["offset"]) for q in queues}
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 60  # a skipped heartbeat leaves the reference refusing pulls for 30 s
             while (committed := _committed_offsets(wire, group, topic, queues)) != ends:
                 assert time.monotonic() < deadline, f"committed {committed}, queue ends {ends}\n{server.log_tail(2000)}"
                 time.sleep(0.01)
@@ -81,9 +88,17 @@ def test_a_tag_filtered_consumer_of_only_other_tags_commits_the_queue_ends_at_on
         run.kill()
     no_error(r, server)
     assert r["deliveries"] == 0, explain(r, server, "deliveries")
-    assert caught_up_ms - first_pull_ms <= 1000, (
-        f"committed offsets reached the queue ends {caught_up_ms - first_pull_ms:.0f} ms after the first pull"
-    )
+    took_ms = caught_up_ms - first_pull_ms
+    if heartbeat_race(r["_log_dir"]):
+        # The client skipped the heartbeat with its new subVersion: rmqproxy served the pulls
+        # unfiltered, the client dropped the TagB messages itself without recording an offset, and
+        # only the next answer to its held pull at the queue end (one suspend, 15 s) moved it on.
+        # The reference refuses those pulls (25) until the next scheduled heartbeat, 30 s on.
+        print(f"tagskip: the client skipped a heartbeat; queue ends committed {took_ms:.0f} ms after the first pull")
+        if server.name == "rmqproxy":
+            assert took_ms <= SUSPEND_MS + 1000, f"committed offsets reached the queue ends {took_ms:.0f} ms after the first pull"
+    else:
+        assert took_ms <= 1000, f"committed offsets reached the queue ends {took_ms:.0f} ms after the first pull"
     progress = r["consumer_progress"]
     rows = [ln.split() for ln in progress["stdout"].splitlines() if ln.startswith(topic + " ")]
     ok = (sorted(int(row[2]) for row in rows) == queues and all(row[3] == row[4] for row in rows)

@@ -16,11 +16,12 @@ import org.apache.rocketmq.common.message.MessageExt;
 
 /**
  * Scenario "reply": a responder (push consumer of --topic, plus a producer) answers every request
- * with MessageUtil.createReplyMessage, body "re:" + the request's body; a requester sends --count
- * (5) requests with DefaultMQProducer.request(msg, --timeout-ms 5000), one after another.
+ * with MessageUtil.createReplyMessage, body "re:" + the request's body; a requester sends one
+ * warm-up request (--warmup-timeout-ms 45000), then --count (5) requests with
+ * DefaultMQProducer.request(msg, --timeout-ms 5000), one after another.
  *
  * <p>Result: replies (the bodies received, in order), failures (request exceptions),
- * reply_topics (the topics the replies came on).
+ * reply_topics (the topics the replies came on), warmup_ms and warmup_failure (null when answered).
  */
 final class ReplyScenario {
     private ReplyScenario() {
@@ -57,6 +58,17 @@ final class ReplyScenario {
         });
         responder.start();
         Main.sleep(3000);  // the responder owns its queues before the first request
+        // One warm-up request, given long enough for a client that skipped the heartbeat carrying its
+        // new subVersion: the reference refuses the responder's pulls until the next one, 30 s on.
+        long warmupStart = System.currentTimeMillis();
+        String warmupFailure = null;
+        try {
+            requester.request(new Message(topic, "Request", "warmup".getBytes(StandardCharsets.UTF_8)),
+                a.getLong("warmup-timeout-ms", 45000));
+        } catch (Exception e) {
+            warmupFailure = Main.describe(e);
+        }
+        long warmupMs = System.currentTimeMillis() - warmupStart;
 
         List<String> replies = new ArrayList<>();
         List<String> topics = new ArrayList<>();
@@ -77,6 +89,8 @@ final class ReplyScenario {
         r.put("replies", replies);
         r.put("reply_topics", topics);
         r.put("failures", failures);
+        r.put("warmup_ms", warmupMs);
+        r.put("warmup_failure", warmupFailure);
         return r;
     }
 }
