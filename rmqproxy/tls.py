@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,8 @@ from zope.interface import implementer
 from twisted.internet.interfaces import IOpenSSLContextFactory
 from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
+
+from .config import parse_properties
 
 __all__ = ["TlsError", "TlsSettings", "sniffing_factory"]
 
@@ -53,8 +56,6 @@ class TlsSettings:
     @classmethod
     def of(cls, config: Any) -> TlsSettings:
         """The settings of ``config``, ``tls.config.file`` (if readable) overriding all but the mode."""
-        from .config import parse_properties  # config imports nothing of this module
-
         values = {"test_mode": config.tls_test_mode, "cert_path": config.tls_cert_path, "key_path": config.tls_key_path,
                   "key_password": config.tls_key_password, "need_client_auth": config.tls_need_client_auth,
                   "trust_cert_path": config.tls_trust_cert_path}  # fmt: skip
@@ -83,10 +84,12 @@ class TlsSettings:
         if self.mode != "disabled" and not self.test_mode:
             if not self.cert_path or not self.key_path:
                 raise TlsError("TLS without tls.test.mode.enable needs tls.server.certPath and tls.server.keyPath")
-            self.context()  # a certificate, key or password that does not load stops the start, not a client
+            _ = self.context  # a certificate, key or password that does not load stops the start, not a client
 
+    @functools.cached_property
     def context(self) -> Any:
-        """The server's ``OpenSSL.SSL.Context``."""
+        """The server's ``OpenSSL.SSL.Context``, built once (at the start-up check when it reads
+        files, else at the first TLS connection)."""
         from OpenSSL import SSL
 
         ctx = SSL.Context(SSL.TLS_METHOD)
@@ -140,12 +143,9 @@ class _Context:
 
     def __init__(self, settings: TlsSettings) -> None:
         self.settings = settings
-        self._ctx: Any = None
 
     def getContext(self) -> Any:  # noqa: N802 (Twisted's name)
-        if self._ctx is None:
-            self._ctx = self.settings.context()
-        return self._ctx
+        return self.settings.context
 
 
 class _Sniffer(Protocol):
