@@ -1,5 +1,6 @@
 """Typed JSON bodies in the Java client's dialect: heartbeat, lock batch, route data, consumer
-list, cluster info, topic/group lists, offsets and stats, consumer connection and running info.
+list, cluster info, topic/group lists, offsets and stats, consumer connection and running info,
+offset resets, consumer status, producer connections and consume-queue views.
 
 Each body is a dataclass whose fields are declared with :func:`jfield` (JSON name, kind): the
 table is the spec and one generic loader/dumper serves every class, as the header tables do.
@@ -510,3 +511,77 @@ class ConsumerRunningInfo(Body):
         "statusTable", MapOf(STR, Nested(ConsumeStatus), sorted_keys=True), factory=dict
     )
     jstack: str | None = jfield("jstack", STR)
+
+
+# --- offsets reset, consumer status, producers, consume queue (operations) -------------------
+
+
+@dataclasses.dataclass
+class ResetOffsetBody(Body):
+    """INVOKE_BROKER_TO_RESET_OFFSET's answer and RESET_CONSUMER_CLIENT_OFFSET's body: queue → offset."""
+
+    offset_table: dict[MessageQueue, int] = jfield("offsetTable", MapOf(MQ_KEY, LONG), factory=dict)
+
+
+@dataclasses.dataclass
+class MessageQueueForC(Body):
+    topic: str | None = jfield("topic", STR)
+    broker_name: str | None = jfield("brokerName", STR)
+    queue_id: int = jfield("queueId", INT, 0)
+    offset: int = jfield("offset", LONG, 0)
+
+
+@dataclasses.dataclass
+class ResetOffsetBodyForC(Body):
+    """RESET_CONSUMER_CLIENT_OFFSET's body for a C++ client: a list in place of the map."""
+
+    offset_table: list[MessageQueueForC] = jfield("offsetTable", ListOf(Nested(MessageQueueForC)), factory=list)
+
+
+@dataclasses.dataclass
+class GetConsumerStatusBody(Body):
+    """A client's queue offsets (GET_CONSUMER_STATUS_FROM_CLIENT), or each client's, by client id
+    (INVOKE_BROKER_TO_GET_CONSUMER_STATUS)."""
+
+    message_queue_table: dict[MessageQueue, int] = jfield("messageQueueTable", MapOf(MQ_KEY, LONG), factory=dict)
+    consumer_table: dict[str, dict[MessageQueue, int]] = jfield(
+        "consumerTable", MapOf(STR, MapOf(MQ_KEY, LONG)), factory=dict
+    )
+
+
+@dataclasses.dataclass
+class ProducerConnection(Body):
+    connection_set: list[ClientConnection] = jfield("connectionSet", SetOf(Nested(ClientConnection)), factory=list)
+
+
+@dataclasses.dataclass
+class ConsumeMessageDirectlyResult(Body):
+    """A client's answer to CONSUME_MESSAGE_DIRECTLY (relayed as it came; typed for tests and tools)."""
+
+    order: bool = jfield("order", BOOL, False)
+    auto_commit: bool = jfield("autoCommit", BOOL, True)
+    consume_result: str | None = jfield("consumeResult", STR)
+    remark: str | None = jfield("remark", STR)
+    spent_time_mills: int = jfield("spentTimeMills", LONG, 0)
+
+
+@dataclasses.dataclass
+class ConsumeQueueData(Body):
+    """One consume-queue entry as QUERY_CONSUME_QUEUE shows it."""
+
+    physic_offset: int = jfield("physicOffset", LONG, 0)
+    physic_size: int = jfield("physicSize", INT, 0)
+    tags_code: int = jfield("tagsCode", LONG, 0)
+    extend_data_json: str | None = jfield("extendDataJson", STR)
+    bit_map: str | None = jfield("bitMap", STR)
+    eval: bool = jfield("eval", BOOL, False)
+    msg: str | None = jfield("msg", STR)
+
+
+@dataclasses.dataclass
+class QueryConsumeQueueResponseBody(Body):
+    subscription_data: SubscriptionData | None = jfield("subscriptionData", Nested(SubscriptionData))
+    filter_data: str | None = jfield("filterData", STR)
+    queue_data: list[ConsumeQueueData] | None = jfield("queueData", ListOf(Nested(ConsumeQueueData)))
+    max_queue_index: int = jfield("maxQueueIndex", LONG, 0)
+    min_queue_index: int = jfield("minQueueIndex", LONG, 0)

@@ -325,6 +325,13 @@ ConsumeMessageDirectlyResultRequestHeader = _define(
     "ConsumeMessageDirectlyResultRequestHeader",
     "consumerGroup:S! clientId:S msgId:S brokerName:S topic:S^ topicSysFlag:I^ groupSysFlag:I^" + _TOPIC_RPC,
 )
+GetProducerConnectionListRequestHeader = _define("GetProducerConnectionListRequestHeader", "producerGroup:S!" + _RPC)
+CloneGroupOffsetRequestHeader = _define(
+    "CloneGroupOffsetRequestHeader", "srcGroup:S! destGroup:S! topic:S offline:B=false" + _RPC
+)
+QueryConsumeQueueRequestHeader = _define(
+    "QueryConsumeQueueRequestHeader", "topic:S queueId:I=0 index:L=0 count:I=0 consumerGroup:S" + _TOPIC_RPC
+)
 GetConsumerRunningInfoRequestHeader = _define(
     "GetConsumerRunningInfoRequestHeader", "consumerGroup:S! clientId:S! jstackEnable:B=false" + _RPC
 )
@@ -391,6 +398,11 @@ REQUEST_HEADERS: dict[int, HeaderCodec] = {
     _C.RESET_CONSUMER_CLIENT_OFFSET: ResetOffsetRequestHeader.CODEC,
     _C.GET_CONSUMER_STATUS_FROM_CLIENT: GetConsumerStatusRequestHeader.CODEC,
     _C.CONSUME_MESSAGE_DIRECTLY: ConsumeMessageDirectlyResultRequestHeader.CODEC,
+    _C.GET_PRODUCER_CONNECTION_LIST: GetProducerConnectionListRequestHeader.CODEC,
+    _C.INVOKE_BROKER_TO_RESET_OFFSET: ResetOffsetRequestHeader.CODEC,
+    _C.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: GetConsumerStatusRequestHeader.CODEC,
+    _C.CLONE_GROUP_OFFSET: CloneGroupOffsetRequestHeader.CODEC,
+    _C.QUERY_CONSUME_QUEUE: QueryConsumeQueueRequestHeader.CODEC,
     _C.GET_TOPIC_CONFIG: GetTopicConfigRequestHeader.CODEC,
     _C.SEND_MESSAGE_V2: SEND_V2,
     _C.SEND_BATCH_MESSAGE: SEND_V2,

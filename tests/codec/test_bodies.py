@@ -21,6 +21,7 @@ from codec.bodies import (
     ConsumerRunningInfo,
     ConsumeStats,
     GetConsumerListByGroupResponseBody,
+    GetConsumerStatusBody,
     HeartbeatData,
     Kind,
     ListOf,
@@ -32,6 +33,7 @@ from codec.bodies import (
     Nested,
     OffsetWrapper,
     QueueData,
+    ResetOffsetBody,
     SetOf,
     TopicRouteData,
     build_subscription,
@@ -109,6 +111,17 @@ def test_message_queue_keys_are_written_and_read_as_fastjson_does() -> None:
     text = stats.to_json()
     assert text.startswith(b'{"consumeTps":0.0,"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:{')
     assert ConsumeStats.from_json(text) == stats
+
+
+def test_offset_reset_and_consumer_status_bodies_read_what_java_writes() -> None:
+    """RESET_CONSUMER_CLIENT_OFFSET's and GET_CONSUMER_STATUS_FROM_CLIENT's bodies as fastjson
+    writes them: MessageQueue objects as map keys."""
+    reset = b'{"offsetTable":{{"brokerName":"b","queueId":1,"topic":"T"}:42}}'
+    assert ResetOffsetBody.from_json(reset).offset_table == {MessageQueue("T", "b", 1): 42}
+    assert ResetOffsetBody.from_json(reset).to_json() == reset
+    status = b'{"consumerTable":{},"messageQueueTable":{{"brokerName":"b","queueId":0,"topic":"T"}:7}}'
+    assert GetConsumerStatusBody.from_json(status).message_queue_table == {MessageQueue("T", "b", 0): 7}
+    assert GetConsumerStatusBody.from_json(status).to_json() == status
 
 
 def test_consumer_running_info_parses_leniently() -> None:
