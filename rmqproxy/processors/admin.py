@@ -7,7 +7,6 @@ from __future__ import annotations
 
 
 from twisted.internet import defer
-from twisted.python.failure import Failure
 
 from codec.bodies import (
     CheckClientRequestBody,
@@ -30,11 +29,11 @@ from .. import __version__
 from ..clients import ClientRegistry
 from ..config import SETTINGS, Config, java_text
 from ..dispatch import Route
+from ..relay import call_consumer
 from ..sql92 import SelectorError, compile_selector
 from ..store import MessageStore
 from ..topics import TopicConfig, TopicTable, check_new_topic
 
-RUNNING_INFO_TIMEOUT_S = 10.0  # the reference broker waits 10 s for the client
 MAX_QUERY_MESSAGES = 64  # a QUERY_MESSAGE answers at most this many (the reference's maxMsgsNumBatch)
 
 
@@ -263,11 +262,6 @@ class AdminProcessor:
         return request.response(ResponseCode.SUCCESS)
 
     def consumer_running_info(self, request: RemotingCommand, header, conn) -> RemotingCommand | defer.Deferred:
-        target = self.clients.find(header.consumer_group, header.client_id)
-        if target is None or not target.connected:
-            return request.response(
-                ResponseCode.SYSTEM_ERROR, f"The Consumer <{header.consumer_group}> <{header.client_id}> not online"
-            )
         forward = RemotingCommand(
             code=RequestCode.GET_CONSUMER_RUNNING_INFO,
             ext_fields=GetConsumerRunningInfoRequestHeader(
@@ -275,13 +269,4 @@ class AdminProcessor:
                 jstack_enable=bool(header.jstack_enable),
             ).to_ext(),
         )  # fmt: skip
-
-        def relay(reply: RemotingCommand) -> RemotingCommand:
-            return request.response(reply.code, reply.remark, reply.ext_fields, reply.body)
-
-        def timed_out(failure: Failure) -> RemotingCommand:
-            return request.response(
-                ResponseCode.CONSUME_MSG_TIMEOUT, f"consumer <{header.client_id}> did not answer: {failure.value}"
-            )
-
-        return target.request(forward, RUNNING_INFO_TIMEOUT_S).addCallbacks(relay, timed_out)
+        return call_consumer(self.clients, request, header.consumer_group, header.client_id, forward)
