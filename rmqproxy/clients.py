@@ -112,6 +112,7 @@ class ClientRegistry:
         """UNREGISTER_CLIENT: drop this connection from the named groups."""
         if producer_group:
             self.producers.get(producer_group, {}).pop(conn, None)
+            self._drop_empty_producer_groups()
         if consumer_group:
             group = self.consumers.get(consumer_group)
             if group is not None and group.members.pop(conn, None) is not None:
@@ -125,7 +126,17 @@ class ClientRegistry:
             del self._producer_by_id[info.client_id]
         for members in self.producers.values():
             members.pop(conn, None)
+        self._drop_empty_producer_groups()
         return [name for name, group in self.consumers.items() if group.members.pop(conn, None) is not None]
+
+    def _drop_empty_producer_groups(self) -> None:
+        """Forget producer groups no connection is in: the table is bounded by live connections."""
+        for name in [name for name, members in self.producers.items() if not members]:
+            del self.producers[name]
+
+    def producer_group(self, name: str) -> list[ClientInfo]:
+        """The clients of producer group ``name`` (GET_PRODUCER_CONNECTION_LIST)."""
+        return list(self.producers.get(name, {}).values())
 
     def consumer_group(self, name: str) -> ConsumerGroup | None:
         return self.consumers.get(name)

@@ -30,6 +30,7 @@ from .processors.admin import AdminProcessor
 from .processors.consumer import ConsumerProcessor
 from .processors.lock import LockProcessor
 from .processors.namesrv import NameServer
+from .processors.operations import OperationsProcessor
 from .processors.pull import PullProcessor
 from .processors.send import SendProcessor
 from .processors.reply import ReplyProcessor
@@ -132,6 +133,7 @@ class Server:
         locking = LockProcessor(self.locks, self.topics, config.broker_name)
         sendback = SendBackProcessor(self.store, self.topics)
         admin = AdminProcessor(config, self.store, self.topics, self.clients)
+        operations = OperationsProcessor(config, self.store, self.topics, self.clients)
         transacting = TransactionProcessor(self.transactions, self.rejections)
         replying = ReplyProcessor(config, self.store, self.clients, send)
         self.registry.register(
@@ -145,7 +147,7 @@ class Server:
         self.dispatcher = Dispatcher(
             [*names.routes(), *send.routes(), *self.pulls.routes(), *self.consumers.routes(), *sendback.routes(),
              *admin.routes(), *locking.routes(), *transacting.routes(),
-             *replying.routes()],
+             *replying.routes(), *operations.routes()],
             clock=reactor, on_answer=hooks.on_request, on_reject=self.rejections, access=self.access,
         )  # fmt: skip
         self.ports: list[IListeningPort] = []

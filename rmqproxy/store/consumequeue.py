@@ -94,6 +94,14 @@ class ConsumeQueue:
         end = min(segment.size, self.max_offset * UNIT - segment.base, start + max_entries * UNIT)
         return segment.mm[start:end] if end > start else None
 
+    def entries(self, offset: int, max_entries: int) -> list[tuple[int, int, int]]:
+        """(physical offset, size, tags code) of up to ``max_entries`` entries from ``offset``,
+        within ``index_buffer``'s bounds (one file); empty outside the queue."""
+        if not self.min_offset <= offset < self.max_offset or max_entries <= 0:
+            return []
+        buffer = self.index_buffer(offset, max_entries)
+        return [_ENTRY.unpack_from(buffer, at) for at in range(0, len(buffer) - UNIT + 1, UNIT)] if buffer else []
+
     def roll_next(self, offset: int) -> int:
         """First logical offset of the file after the one holding ``offset``."""
         return offset + self.entries_per_file - offset % self.entries_per_file

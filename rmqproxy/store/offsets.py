@@ -68,6 +68,26 @@ class ConsumerOffsets:
         with self._lock:
             return dict(self._table)
 
+    def clone(self, src_group: str, dest_group: str, topic: str) -> bool:
+        """Give ``dest_group`` exactly ``src_group``'s commits on ``topic`` (its own other queues
+        of the topic go, as the reference replaces the whole entry); False, and nothing changes,
+        when the source has none there."""
+        with self._lock:
+            copied = {q: o for (g, t, q), o in self._table.items() if g == src_group and t == topic}
+            if not copied:
+                return False
+            for key in [k for k in self._table if k[0] == dest_group and k[1] == topic]:
+                del self._table[key]
+            for queue_id, offset in copied.items():
+                self._table[(dest_group, topic, queue_id)] = offset
+            self._dirty = True
+            return True
+
+    def topics_of(self, group: str) -> set[str]:
+        """Topics ``group`` has commits on."""
+        with self._lock:
+            return {t for (g, t, _) in self._table if g == group}
+
     def remove_topic(self, topic: str) -> None:
         with self._lock:
             for key in [k for k in self._table if k[1] == topic]:

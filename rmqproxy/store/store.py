@@ -989,6 +989,12 @@ class MessageStore:
         )
         return self.put(msg)
 
+    def queue_entries(self, topic: str, queue_id: int, start: int, max_entries: int) -> list[tuple[int, int, int]]:
+        """(physical offset, size, tags code) of up to ``max_entries`` consume-queue entries from
+        ``start``, never past the end of the file holding it (QUERY_CONSUME_QUEUE)."""
+        cq = self._queues.get((topic, queue_id))
+        return cq.entries(start, max_entries) if cq is not None else []
+
     def tags_codes(self, topic: str, queue_id: int, start: int) -> Iterator[tuple[int, int]]:
         """(queue offset, tags code) of each entry of a queue from ``start`` to its end (a parked
         queue's tags codes are delivery times)."""
