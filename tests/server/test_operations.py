@@ -408,3 +408,14 @@ def test_a_heartbeat_with_only_a_consumer_registers_no_producer_group(broker) ->
                                                   [build_subscription("T", "*", 1)], False)])  # fmt: skip
     assert consumer.call(C.HEART_BEAT, body=beat.to_json()).code == R.SUCCESS
     assert admin.call(C.GET_PRODUCER_CONNECTION_LIST, producer_group="cg").code == R.SYSTEM_ERROR
+
+
+def test_running_info_shares_the_relay_and_refuses_a_client_too_old_for_it(broker) -> None:
+    server, _reactor = broker
+    admin, old = Client(server, "admin"), Client(server, "c@old", version=61)
+    old.heartbeat("cg", {"T": "*"})
+    old.read()
+    answer = admin.call(C.GET_CONSUMER_RUNNING_INFO, consumer_group="cg", client_id="c@old", jstack_enable=False)
+    assert (answer.code, answer.remark) == (
+        R.SYSTEM_ERROR, "The Consumer <c@old> Version <61> too low to finish, please upgrade it to V3_1_8_SNAPSHOT")
+    assert old.read() == []
