@@ -101,3 +101,30 @@ def test_retention_keeps_the_current_segment_and_young_segments(open_store, cloc
     deleted = store.delete_expired()
     assert deleted == len(store.commitlog.files.segments) + deleted - 1
     assert store.get_message("g", "T", 0, store.min_offset("T", 0), 32).status == GetStatus.FOUND
+
+
+def test_queue_entries_stop_at_the_end_of_the_file_holding_the_start(open_store) -> None:
+    """QUERY_CONSUME_QUEUE's view: (physical offset, size, tags code) per entry, never past the
+    consume-queue file the first one is in (64 entries per file here), nor the queue's end."""
+    store = open_store()
+    stored = [store.put(msg("T", b"x" * (i % 5 + 1), 0, TAGS="TagA")).result.messages[0] for i in range(70)]
+    entries = store.queue_entries("T", 0, 60, 100)
+    assert [phys for phys, _size, _tags in entries] == [m.physical_offset for m in stored[60:64]]
+    assert {tags for _phys, _size, tags in entries} == {store._tag_code("TagA")}
+    assert len(store.queue_entries("T", 0, 64, 100)) == 6  # the next file, up to the queue's end
+    assert store.queue_entries("T", 0, 70, 5) == [] and store.queue_entries("T", 0, 0, 0) == []
+    assert store.queue_entries("T", 0, -1, 5) == [] and store.queue_entries("Nope", 0, 0, 5) == []
+
+
+def test_cloning_offsets_replaces_the_destinations_entry_for_the_topic(open_store) -> None:
+    offsets = open_store().offsets
+    offsets.commit("src", "T", 0, 5)
+    offsets.commit("src", "T", 1, 7)
+    offsets.commit("src", "U", 0, 9)
+    offsets.commit("dst", "T", 2, 1)
+    offsets.commit("dst", "U", 0, 3)
+    assert offsets.clone("src", "dst", "T")
+    assert {k: v for k, v in offsets.table().items() if k[0] == "dst"} == {
+        ("dst", "T", 0): 5, ("dst", "T", 1): 7, ("dst", "U", 0): 3}
+    assert not offsets.clone("nobody", "dst", "T") and offsets.query("dst", "T", 0) == 5
+    assert offsets.topics_of("src") == {"T", "U"}
