@@ -28,12 +28,11 @@ from codec.headers import (
 
 from ..clients import ClientInfo, ClientRegistry, valid_heartbeat
 from ..dispatch import Route
+from ..relay import V3_0_7_SNAPSHOT
 from ..store import MessageStore
 from ..topics import TopicTable, check_group_name, retry_topic
 
 log = Logger()
-
-VERSION_3_0_7 = 24  # MQVersion.V3_0_7_SNAPSHOT ordinal: older clients cannot take notifications
 
 HEARTBEAT_SLICE = 100  # groups a heartbeat registers per reactor turn
 
@@ -133,7 +132,7 @@ class ConsumerProcessor:
             ext_fields=NotifyConsumerIdsChangedRequestHeader(consumer_group=group).to_ext(),
         )
         for member, info in self.clients.members(group):
-            if info.version >= VERSION_3_0_7 or info.version == 0:
+            if info.version >= V3_0_7_SNAPSHOT or info.version == 0:
                 member.send_oneway(notice)
 
     def consumer_list(self, request: RemotingCommand, header, conn) -> RemotingCommand:
