@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import settings
 
 from tests.needs import require_java_tools, skip_or_fail
 
@@ -15,6 +16,11 @@ if TYPE_CHECKING:
     from tests.interop.apache_cluster import ApacheCluster, SharedClusters
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Property tests check what is encoded, not how fast: hypothesis's 200 ms per-example deadline
+# only measures how loaded the machine is (the suite runs tests side by side on two cores).
+settings.register_profile("rmqproxy", deadline=None)
+settings.load_profile("rmqproxy")
 
 
 def find_session_vectors() -> Path:
