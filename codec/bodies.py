@@ -449,6 +449,34 @@ class ConsumeStats(Body):
 
 
 @dataclasses.dataclass
+class ConsumeStatsList(Body):
+    """GET_BROKE_CONSUME_STATS (317): per subscription group, the consume stats of each of its topics."""
+
+    consume_stats_list: list[dict[str, list[ConsumeStats]]] = jfield(
+        "consumeStatsList", ListOf(MapOf(STR, ListOf(Nested(ConsumeStats)))), factory=list
+    )
+    broker_addr: str | None = jfield("brokerAddr", STR)
+    total_diff: int = jfield("totalDiff", LONG, 0)
+    total_inflight_diff: int | None = jfield("totalInflightDiff", LONG)  # 5.x
+
+
+@dataclasses.dataclass
+class BrokerStatsItem(Body):
+    sum: int = jfield("sum", LONG, 0)
+    tps: float = jfield("tps", DOUBLE, 0.0)
+    avgpt: float = jfield("avgpt", DOUBLE, 0.0)
+
+
+@dataclasses.dataclass
+class BrokerStatsData(Body):
+    """VIEW_BROKER_STATS_DATA (315): one stats item over the last minute, hour and day."""
+
+    stats_minute: BrokerStatsItem | None = jfield("statsMinute", Nested(BrokerStatsItem))
+    stats_hour: BrokerStatsItem | None = jfield("statsHour", Nested(BrokerStatsItem))
+    stats_day: BrokerStatsItem | None = jfield("statsDay", Nested(BrokerStatsItem))
+
+
+@dataclasses.dataclass
 class ClientConnection(Body):
     client_id: str | None = jfield("clientId", STR)
     client_addr: str | None = jfield("clientAddr", STR)

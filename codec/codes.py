@@ -59,6 +59,8 @@ class RequestCode(enum.IntEnum):
     CONSUME_MESSAGE_DIRECTLY = 309  # admin to broker, relayed broker to client
     SEND_MESSAGE_V2 = 310
     CLONE_GROUP_OFFSET = 314
+    VIEW_BROKER_STATS_DATA = 315
+    GET_BROKE_CONSUME_STATS = 317  # the reference's spelling
     SEND_BATCH_MESSAGE = 320
     QUERY_CONSUME_QUEUE = 321
     SEND_REPLY_MESSAGE = 324

@@ -332,6 +332,8 @@ CloneGroupOffsetRequestHeader = _define(
 QueryConsumeQueueRequestHeader = _define(
     "QueryConsumeQueueRequestHeader", "topic:S queueId:I=0 index:L=0 count:I=0 consumerGroup:S" + _TOPIC_RPC
 )
+ViewBrokerStatsDataRequestHeader = _define("ViewBrokerStatsDataRequestHeader", "statsName:S! statsKey:S!")
+GetConsumeStatsInBrokerHeader = _define("GetConsumeStatsInBrokerHeader", "isOrder:B!=false")
 GetConsumerRunningInfoRequestHeader = _define(
     "GetConsumerRunningInfoRequestHeader", "consumerGroup:S! clientId:S! jstackEnable:B=false" + _RPC
 )
@@ -395,6 +397,8 @@ REQUEST_HEADERS: dict[int, HeaderCodec] = {
     _C.GET_TOPICS_BY_CLUSTER: GetTopicsByClusterRequestHeader.CODEC,
     _C.QUERY_TOPIC_CONSUME_BY_WHO: QueryTopicConsumeByWhoRequestHeader.CODEC,
     _C.GET_CONSUMER_RUNNING_INFO: GetConsumerRunningInfoRequestHeader.CODEC,
+    _C.VIEW_BROKER_STATS_DATA: ViewBrokerStatsDataRequestHeader.CODEC,
+    _C.GET_BROKE_CONSUME_STATS: GetConsumeStatsInBrokerHeader.CODEC,
     _C.RESET_CONSUMER_CLIENT_OFFSET: ResetOffsetRequestHeader.CODEC,
     _C.GET_CONSUMER_STATUS_FROM_CLIENT: GetConsumerStatusRequestHeader.CODEC,
     _C.CONSUME_MESSAGE_DIRECTLY: ConsumeMessageDirectlyResultRequestHeader.CODEC,

@@ -85,6 +85,8 @@ SETTINGS: tuple[Setting, ...] = (
             "percent of RAM whose newest messages count as cached (transfer limits, new-group offsets)"),
     Setting("pullLogPath", "pull_log_path", str, "", "pull/hold event log dir (default: <store>/logs)", proxy=True),
     Setting("pullLogMode", "pull_log_mode", str, "all", "all, held or off", proxy=True),
+    Setting("maxStatsKeys", "max_stats_keys", int, 10_000,
+            "topics and topic@group pairs the broker statistics keep apart (past it: broker totals only)"),
     Setting("clientStatsIntervalSeconds", "client_stats_interval_s", int, 60, "consumer running-info poll"),
     Setting("channelExpiredTimeout", "channel_expired_ms", int, 120_000, "close clients silent this long"),
     Setting("enablePropertyFilter", "enable_property_filter", bool, True,
@@ -177,6 +179,8 @@ class Config(_Fields):
         for name in ("access_message_in_memory_max_ratio", "disk_max_used_space_ratio"):
             if not 0 <= getattr(self, name) <= 100:
                 raise ValueError(f"{_BY_FIELD[name].key} must be a percentage (0-100)")
+        if self.max_stats_keys < 0:
+            raise ValueError("maxStatsKeys must be 0 or more")
         if self.max_mapped_consume_queue_files < 0:
             raise ValueError("maxMappedConsumeQueueFiles must be 0 (automatic) or more")
         for name in ("listen_port", "broker_listen_port", "metrics_port"):

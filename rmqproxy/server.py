@@ -16,6 +16,7 @@ from twisted.web.server import Site
 from .acl import RELOAD_S as ACL_RELOAD_S
 from .acl import AccessControl
 from .alarm import precise_alarm
+from .brokerstats import BrokerStats
 from .clients import ClientRegistry
 from .clientstats import ClientStats
 from .config import Config
@@ -35,6 +36,7 @@ from .processors.pull import PullProcessor
 from .processors.send import SendProcessor
 from .processors.reply import ReplyProcessor
 from .processors.sendback import SendBackProcessor
+from .processors.stats import StatsProcessor
 from .processors.transaction import TransactionProcessor
 from .rejects import Rejections
 from .store import MessageStore
@@ -55,6 +57,18 @@ def _ignore(*_args: Any) -> None:
 
 
 _NO_HOOKS = SimpleNamespace(on_flush=_ignore, on_put=_ignore, on_pull=_ignore, on_handoff=_ignore, on_request=_ignore)
+
+
+def _put_hooks(metrics_hook: Any, stats_hook: Any) -> Any:
+    """One ``on_put`` feeding the metrics (unless disabled) and the broker statistics."""
+    if metrics_hook is _ignore:
+        return stats_hook
+
+    def on_put(topic: str, messages: int, size: int, delayed: bool) -> None:
+        metrics_hook(topic, messages, size, delayed)
+        stats_hook(topic, messages, size, delayed)
+
+    return on_put
 
 
 class _Factory(Factory):
@@ -115,11 +129,15 @@ class Server:
                                 config.transaction_check_max),
             config.store_config().store_host, reactor.seconds,
         )  # fmt: skip
-        send = SendProcessor(config, self.store, self.topics, on_put=hooks.on_put, transactions=self.transactions)
+        # the broker's own statistics (mqadmin statsAll, brokerStatus): kept whatever metricsExporterType says
+        self.broker_stats = BrokerStats(cluster=config.cluster_name, clock=reactor, store=self.store,
+                                        max_keys=config.max_stats_keys)
+        send = SendProcessor(config, self.store, self.topics, on_put=_put_hooks(hooks.on_put, self.broker_stats.on_put),
+                             transactions=self.transactions)  # fmt: skip
         self.pull_log = PullLog(config.pull_log_dir, config.pull_log_mode)
         self.pulls = PullProcessor(
             config, self.store, self.topics, self.clients, self.holds, reactor,
-            listeners=[self.pull_log, hooks.on_pull],
+            listeners=[self.pull_log, hooks.on_pull, self.broker_stats.on_pull],
         )  # fmt: skip
         self.consumers = ConsumerProcessor(self.store, self.topics, self.clients, reactor)
         self.locks = LockManager(
@@ -131,9 +149,10 @@ class Server:
         )
         self.consumers.on_unregister = self.locks.client_unregistered
         locking = LockProcessor(self.locks, self.topics, config.broker_name)
-        sendback = SendBackProcessor(self.store, self.topics)
-        admin = AdminProcessor(config, self.store, self.topics, self.clients)
+        sendback = SendBackProcessor(self.store, self.topics, on_send_back=self.broker_stats.on_send_back)
+        admin = AdminProcessor(config, self.store, self.topics, self.clients, stats=self.broker_stats)
         operations = OperationsProcessor(config, self.store, self.topics, self.clients)
+        stats = StatsProcessor(config, self.store, self.topics, self.clients, self.broker_stats)
         transacting = TransactionProcessor(self.transactions, self.rejections)
         replying = ReplyProcessor(config, self.store, self.clients, send)
         self.registry.register(
@@ -147,7 +166,7 @@ class Server:
         self.dispatcher = Dispatcher(
             [*names.routes(), *send.routes(), *self.pulls.routes(), *self.consumers.routes(), *sendback.routes(),
              *admin.routes(), *locking.routes(), *transacting.routes(),
-             *replying.routes(), *operations.routes()],
+             *replying.routes(), *operations.routes(), *stats.routes()],
             clock=reactor, on_answer=hooks.on_request, on_reject=self.rejections, access=self.access,
         )  # fmt: skip
         self.ports: list[IListeningPort] = []
@@ -180,7 +199,7 @@ class Server:
                     (IDLE_FILES_INTERVAL_S, self.store.release_idle_files),
                     (10.0, lambda: self.consumers.close_silent_clients(expired_s)), (0.5, self.pull_log.flush),
                     (self.config.transaction_check_interval_ms / 1000, self.transactions.check),
-                    (OP_FLUSH_S, self.transactions.flush_ops)]  # fmt: skip
+                    (OP_FLUSH_S, self.transactions.flush_ops), *self.broker_stats.periodic()]  # fmt: skip
         if self.access is not None:
             periodic.append((ACL_RELOAD_S, self.access.poll))
         if self.config.metrics_enabled:  # DISABLE measures nothing, clients' statistics included

@@ -26,6 +26,7 @@ from codec.command import RemotingCommand
 from codec.headers import GetBrokerConfigResponseHeader, GetConsumerRunningInfoRequestHeader, QueryMessageResponseHeader
 
 from .. import __version__
+from ..brokerstats import BrokerStats, java_double
 from ..clients import ClientRegistry
 from ..config import SETTINGS, Config, java_text
 from ..dispatch import Route
@@ -65,8 +66,12 @@ def unkept_topic_attribute(attributes: str | None) -> str | None:
 
 
 class AdminProcessor:
-    def __init__(self, config: Config, store: MessageStore, topics: TopicTable, clients: ClientRegistry) -> None:
+    def __init__(
+        self, config: Config, store: MessageStore, topics: TopicTable, clients: ClientRegistry,
+        stats: BrokerStats | None = None,
+    ) -> None:  # fmt: skip
         self.config = config
+        self.stats = stats  # the broker statistics: consumeTps, the runtime info's rates and day totals
         self.store = store
         self.topics = topics
         self.clients = clients
@@ -139,6 +144,8 @@ class AdminProcessor:
     def delete_topic(self, request: RemotingCommand, header, conn) -> RemotingCommand:
         self.topics.delete(header.topic)
         self.store.offsets.remove_topic(header.topic)
+        if self.stats is not None:
+            self.stats.forget_topic(header.topic)
         return request.response(ResponseCode.SUCCESS)
 
     def topic_config(self, request: RemotingCommand, header, conn) -> RemotingCommand:
@@ -176,51 +183,65 @@ class AdminProcessor:
         else:
             topic_names = sorted({t for (g, t, _q) in self.store.offsets.table() if g == group} | set(subscriptions))
         table = {}
+        consume_tps = 0.0
         for name in topic_names:
             topic = self.topics.get(name)
             if topic is None or (subscriptions and name not in subscriptions):
                 continue
+            if self.stats is not None:  # as the reference: GROUP_GET_NUMS of topic@group in the last minute
+                consume_tps += self.stats.group_get_tps(group, name)
             for queue_id in range(topic.read_queue_nums):
                 committed, pulled = self.store.offsets.progress(group, name, queue_id)
                 last = self.store.message_at(name, queue_id, committed - 1) if committed > 0 else None
                 table[MessageQueue(name, self.config.broker_name, queue_id)] = OffsetWrapper(
                     self.store.max_offset(name, queue_id), committed, pulled, last.store_timestamp if last else 0
                 )
-        return request.response(ResponseCode.SUCCESS, body=ConsumeStats(table, 0.0).to_json())
+        return request.response(ResponseCode.SUCCESS, body=ConsumeStats(table, consume_tps).to_json())
 
     def runtime_info(self, request: RemotingCommand, header, conn) -> RemotingCommand:
-        uptime_s = max(1.0, self.clock() - self.started_ms / 1000)
-        put_tps = self.store.put_count / uptime_s
-        get_tps = self.store.get_count / uptime_s
+        """The reference's runtime table, less its thread-pool capacities and timer figures (rmqproxy
+        has neither): rates over 10, 60 and 600 s and the day totals from ``BrokerStats``."""
+        up_ms = max(0, int(self.clock() * 1000) - self.started_ms)
+        days, rest = divmod(up_ms // 1000, 86400)
+        puts, gets = self.store.put_count, self.store.get_count
         earliest = self.store.look_message(self.store.min_physical_offset)
+        stats = self.stats
         table = {
             "brokerVersionDesc": "V4_9_8",
             "brokerVersion": "409",
             "rmqproxyVersion": __version__,
+            "brokerActive": "true",  # 5.x: a master always serves
             "bootTimestamp": str(self.started_ms),
-            "putTps": f"{put_tps:.4f} {put_tps:.4f} {put_tps:.4f}",
-            "getTransferedTps": f"{get_tps:.4f} {get_tps:.4f} {get_tps:.4f}",
-            "getFoundTps": f"{get_tps:.4f} {get_tps:.4f} {get_tps:.4f}",
-            "msgPutTotalTodayNow": str(self.store.put_count),
-            "msgGetTotalTodayNow": str(self.store.get_count),
-            "msgPutTotalTodayMorning": "0",
-            "msgGetTotalTodayMorning": "0",
-            "msgPutTotalYesterdayMorning": "0",
-            "msgGetTotalYesterdayMorning": "0",
+            "runtime": f"[ {days} days, {rest // 3600} hours, {rest % 3600 // 60} minutes, {rest % 60} seconds ]",
+            "msgPutTotalTodayNow": str(puts),
+            "msgGetTotalTodayNow": str(gets),
+            "msgPutTotalTodayMorning": str(stats.put_today_morning if stats else 0),
+            "msgGetTotalTodayMorning": str(stats.get_today_morning if stats else 0),
+            "msgPutTotalYesterdayMorning": str(stats.put_yesterday_morning if stats else 0),
+            "msgGetTotalYesterdayMorning": str(stats.get_yesterday_morning if stats else 0),
             "earliestMessageTimeStamp": str(earliest.store_timestamp if earliest else 0),
             "commitLogMinOffset": str(self.store.min_physical_offset),
             "commitLogMaxOffset": str(self.store.max_physical_offset),
             "commitLogDiskRatio": f"{self.store.disk_ratio():.4f}",
+            # requests are served as they arrive, on the reactor: no queue waits, no page-cache lock
             "sendThreadPoolQueueSize": "0",
-            "sendThreadPoolQueueCapacity": "10000",
             "pullThreadPoolQueueSize": "0",
-            "pullThreadPoolQueueCapacity": "100000",
             "sendThreadPoolQueueHeadWaitTimeMills": "0",
             "pullThreadPoolQueueHeadWaitTimeMills": "0",
             "pageCacheLockTimeMills": "0",
             "dispatchBehindBytes": "0",
-            "runtime": f"[ {int(uptime_s // 86400)} days, {int(uptime_s % 86400 // 3600)} hours ]",
         }
+        if stats is not None:
+            put_size = sum(item.value for item in stats.items["TOPIC_PUT_SIZE"].values())
+            put_times = sum(item.value for item in stats.items["TOPIC_PUT_NUMS"].values())
+            transferred = stats.store_tps(3)
+            table.update({
+                "putTps": stats.store_tps(1),
+                "getFoundTps": stats.store_tps(2),
+                "getTransferedTps": transferred,  # 4.x tools read this spelling,
+                "getTransferredTps": transferred,  # 5.x tools this one
+                "putMessageAverageSize": java_double(put_size / max(1, put_times)),
+            })
         return request.response(ResponseCode.SUCCESS, body=KVTable(table).to_json())
 
     def broker_config(self, request: RemotingCommand, header, conn) -> RemotingCommand:

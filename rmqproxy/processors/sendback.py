@@ -8,6 +8,8 @@ and keeps the first id in ``ORIGIN_MESSAGE_ID`` and the real topic in ``RETRY_TO
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from twisted.internet import defer
 
 from codec.codes import RequestCode, ResponseCode
@@ -27,9 +29,12 @@ def _answer(request: RemotingCommand, result: PutResult) -> RemotingCommand:
 
 
 class SendBackProcessor:
-    def __init__(self, store: MessageStore, topics: TopicTable) -> None:
+    def __init__(
+        self, store: MessageStore, topics: TopicTable, on_send_back: Callable[[str, str], None] | None = None
+    ) -> None:
         self.store = store
         self.topics = topics
+        self.on_send_back = on_send_back  # (group, topic of the message given back), once it is stored
 
     def routes(self) -> list[Route]:
         """This processor's entries of the dispatch table."""
@@ -64,4 +69,11 @@ class SendBackProcessor:
             born_timestamp=original.born_timestamp, born_host=original.born_host,
             reconsume_times=original.reconsume_times + 1,
         )  # fmt: skip
-        return when_stored(self.store.put(msg), _answer, request)
+        group, back_topic = header.group, original.topic
+
+        def answer(req: RemotingCommand, result: PutResult) -> RemotingCommand:
+            if result.ok and self.on_send_back is not None:
+                self.on_send_back(group, back_topic)
+            return _answer(req, result)
+
+        return when_stored(self.store.put(msg), answer, request)
