@@ -15,7 +15,7 @@ Two tables, both fed by the hooks that feed the Prometheus metrics (``on_put``, 
   info's ``putTps``/``getFoundTps``/``getTransferedTps`` over 10, 60 and 600 s; and the totals at
   each local midnight (``msg*TotalTodayMorning``/``YesterdayMorning``).
 
-The send path pays one dict lookup and four integer additions per put: a key's items are made on
+The send path pays one dict lookup and six integer additions per put: a key's items are made on
 its first event, and at most ``max_keys`` keys are kept (past that, a new topic or topic@group is
 counted only in the ``BROKER_*`` totals, and that is logged once).
 """
@@ -145,6 +145,7 @@ class BrokerStats:
         self._group_get: dict[tuple[str, str], tuple[StatsItem, StatsItem, StatsItem]] = {}
         self.broker_put = self.items[BROKER_PUT_NUMS].setdefault(cluster, StatsItem())
         self.broker_get = self.items[BROKER_GET_NUMS].setdefault(cluster, StatsItem())
+        self.put_bytes = 0  # stored for producers since start (the runtime info's putMessageAverageSize)
         self.found = 0  # pulls that found messages (the reference's getMessageTimesTotalFound)
         self.store_samples: deque[tuple[int, int, int, int]] = deque(maxlen=STORE_SAMPLES)
         self.put_today_morning = self.put_yesterday_morning = 0
@@ -164,6 +165,7 @@ class BrokerStats:
         sizes.value += size
         sizes.times += 1
         self.broker_put.value += messages
+        self.put_bytes += size
 
     def on_pull(self, event: Any, broker: str = "") -> None:
         """A pull was answered (the metrics' ``on_pull``): counted when it found messages."""

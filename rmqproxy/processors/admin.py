@@ -232,15 +232,13 @@ class AdminProcessor:
             "dispatchBehindBytes": "0",
         }
         if stats is not None:
-            put_size = sum(item.value for item in stats.items["TOPIC_PUT_SIZE"].values())
-            put_times = sum(item.value for item in stats.items["TOPIC_PUT_NUMS"].values())
             transferred = stats.store_tps(3)
             table.update({
                 "putTps": stats.store_tps(1),
                 "getFoundTps": stats.store_tps(2),
                 "getTransferedTps": transferred,  # 4.x tools read this spelling,
                 "getTransferredTps": transferred,  # 5.x tools this one
-                "putMessageAverageSize": java_double(put_size / max(1, put_times)),
+                "putMessageAverageSize": java_double(stats.put_bytes / max(1, stats.broker_put.value)),
             })
         return request.response(ResponseCode.SUCCESS, body=KVTable(table).to_json())
 

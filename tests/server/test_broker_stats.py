@@ -228,3 +228,14 @@ def test_morning_totals_are_taken_at_each_local_midnight(broker) -> None:
 ])  # fmt: skip
 def test_rates_are_written_as_java_writes_a_double(value: float, text: str) -> None:
     assert java_double(value) == text
+
+
+def test_statistics_are_kept_with_metrics_disabled(tmp_path) -> None:
+    server, reactor = make_server(tmp_path, metrics_exporter="DISABLE")
+    try:
+        client = Client(server)
+        send(client, "T", count=2)
+        reactor.advance(10)
+        assert view(client, "TOPIC_PUT_NUMS", "T").stats_minute.sum == 2
+    finally:
+        server.stop()
