@@ -223,13 +223,13 @@ class AdminProcessor:
             "commitLogMinOffset": str(self.store.min_physical_offset),
             "commitLogMaxOffset": str(self.store.max_physical_offset),
             "commitLogDiskRatio": f"{self.store.disk_ratio():.4f}",
-            # requests are served as they arrive, on the reactor: no queue waits, no page-cache lock
+            # requests are served as they arrive, on the reactor: no pool queues, no page-cache lock
             "sendThreadPoolQueueSize": "0",
             "pullThreadPoolQueueSize": "0",
             "sendThreadPoolQueueHeadWaitTimeMills": "0",
             "pullThreadPoolQueueHeadWaitTimeMills": "0",
             "pageCacheLockTimeMills": "0",
-            "dispatchBehindBytes": "0",
+            "dispatchBehindBytes": str(self.store.dispatch_behind_bytes),
         }
         if stats is not None:
             transferred = stats.store_tps(3)

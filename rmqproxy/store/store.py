@@ -856,6 +856,11 @@ class MessageStore:
     def max_physical_offset(self) -> int:
         return self.commitlog.max_offset
 
+    @property
+    def dispatch_behind_bytes(self) -> int:
+        """Commit-log bytes written but not yet readable (SYNC_FLUSH puts waiting for their flush)."""
+        return max(0, self.commitlog.write_pos - self._dispatched)
+
     def read_record(self, phys: int) -> bytes | None:
         """The stored record at a physical offset (VIEW_MESSAGE_BY_ID, send-back)."""
         size = self.commitlog.size_at(phys)

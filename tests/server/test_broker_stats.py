@@ -200,6 +200,7 @@ def test_runtime_info_rates_over_10_60_600_seconds(broker) -> None:
     assert table["runtime"] == "[ 0 days, 0 hours, 1 minutes, 1 seconds ]"
     assert table["brokerActive"] == "true" and "sendThreadPoolQueueCapacity" not in table
     assert float(table["putMessageAverageSize"]) == server.store.message_at("T", 0, 0).store_size
+    assert table["dispatchBehindBytes"] == "0"  # ASYNC_FLUSH: readable as soon as written
 
 
 def test_morning_totals_are_taken_at_each_local_midnight(broker) -> None:
