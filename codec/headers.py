@@ -312,6 +312,10 @@ GetConsumeStatsRequestHeader = _define(
 DeleteTopicRequestHeader = _define("DeleteTopicRequestHeader", "topic:S!" + _TOPIC_RPC)
 DeleteTopicFromNamesrvRequestHeader = _define(
     "DeleteTopicFromNamesrvRequestHeader", "topic:S! clusterName:S" + _TOPIC_RPC, namesrv=True)
+WipeWritePermOfBrokerRequestHeader = _define("WipeWritePermOfBrokerRequestHeader", "brokerName:S!", namesrv=True)
+WipeWritePermOfBrokerResponseHeader = _define("WipeWritePermOfBrokerResponseHeader", "wipeTopicCount:I!", namesrv=True)
+AddWritePermOfBrokerRequestHeader = _define("AddWritePermOfBrokerRequestHeader", "brokerName:S!", namesrv=True)
+AddWritePermOfBrokerResponseHeader = _define("AddWritePermOfBrokerResponseHeader", "addTopicCount:I!", namesrv=True)
 GetTopicsByClusterRequestHeader = _define("GetTopicsByClusterRequestHeader", "cluster:S!")
 QueryTopicConsumeByWhoRequestHeader = _define("QueryTopicConsumeByWhoRequestHeader", "topic:S!" + _TOPIC_RPC)
 GetTopicConfigRequestHeader = _define("GetTopicConfigRequestHeader", "topic:S!" + _TOPIC_RPC)
@@ -395,6 +399,8 @@ REQUEST_HEADERS: dict[int, HeaderCodec] = {
     _C.DELETE_TOPIC_IN_BROKER: DeleteTopicRequestHeader.CODEC,
     _C.DELETE_TOPIC_IN_NAMESRV: DeleteTopicFromNamesrvRequestHeader.CODEC,
     _C.GET_TOPICS_BY_CLUSTER: GetTopicsByClusterRequestHeader.CODEC,
+    _C.WIPE_WRITE_PERM_OF_BROKER: WipeWritePermOfBrokerRequestHeader.CODEC,
+    _C.ADD_WRITE_PERM_OF_BROKER: AddWritePermOfBrokerRequestHeader.CODEC,
     _C.QUERY_TOPIC_CONSUME_BY_WHO: QueryTopicConsumeByWhoRequestHeader.CODEC,
     _C.GET_CONSUMER_RUNNING_INFO: GetConsumerRunningInfoRequestHeader.CODEC,
     _C.VIEW_BROKER_STATS_DATA: ViewBrokerStatsDataRequestHeader.CODEC,
@@ -434,6 +440,8 @@ RESPONSE_HEADERS: dict[int, HeaderCodec] = {
     _C.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupResponseHeader.CODEC,
     _C.GET_KV_CONFIG: GetKVConfigResponseHeader.CODEC,
     _C.REGISTER_BROKER: RegisterBrokerResponseHeader.CODEC,
+    _C.WIPE_WRITE_PERM_OF_BROKER: WipeWritePermOfBrokerResponseHeader.CODEC,
+    _C.ADD_WRITE_PERM_OF_BROKER: AddWritePermOfBrokerResponseHeader.CODEC,
 }
 
 #: Every header class, by Java name (for the oracle tests and tools).

@@ -14,11 +14,12 @@ admin account, and the topics and groups the request names (``required``, one ta
 account's permission on each. A denial is SYSTEM_ERROR with the reference's ``AclException``
 text; it names the account, never a secret.
 
-Beyond the reference: the name-server codes that change something (DELETE_TOPIC_IN_NAMESRV) need
-an admin too, since one port serves both roles here; the ones that only read (routes, cluster
-info, topic lists) are open, as a reference name server is. A route request for a ``%RETRY%``
-topic is not only a read here (it creates the retry topic of a new consumer group, so that its
-retry queue is assigned at once): it needs a signature and the group's SUB, as a heartbeat does.
+Beyond the reference: the name-server codes that change something (DELETE_TOPIC_IN_NAMESRV,
+WIPE_WRITE_PERM_OF_BROKER, ADD_WRITE_PERM_OF_BROKER) need an admin too, since one port serves
+both roles here; the ones that only read (routes, cluster info, topic lists) are open, as a
+reference name server is. A route request for a ``%RETRY%`` topic is not only a read here (it
+creates the retry topic of a new consumer group, so that its retry queue is assigned at once): it
+needs a signature and the group's SUB, as a heartbeat does.
 """
 
 from __future__ import annotations
@@ -60,11 +61,13 @@ _EXCEPTION = "org.apache.rocketmq.acl.common.AclException"
 UPDATE_BROKER_CONFIG, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, DELETE_SUBSCRIPTIONGROUP = 25, 200, 207
 UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG, GET_BROKER_CLUSTER_ACL_INFO = 50, 51, 52  # 4.9 and 5.x
 UPDATE_AND_CREATE_STATIC_TOPIC = 513  # 5.x
-#: Codes only an admin account may send: the reference's (4.9 and 5.x) and DELETE_TOPIC_IN_NAMESRV.
+#: Codes only an admin account may send: the reference's (4.9 and 5.x) and the name-server codes that
+#: change something. The clean commands (306, 316, 329) need only a signature, as in the reference.
 ADMIN_CODES = frozenset({
     RequestCode.UPDATE_AND_CREATE_TOPIC, UPDATE_BROKER_CONFIG, RequestCode.DELETE_TOPIC_IN_BROKER,
     UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, DELETE_SUBSCRIPTIONGROUP, UPDATE_AND_CREATE_STATIC_TOPIC,
     UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG, GET_BROKER_CLUSTER_ACL_INFO, RequestCode.DELETE_TOPIC_IN_NAMESRV,
+    RequestCode.WIPE_WRITE_PERM_OF_BROKER, RequestCode.ADD_WRITE_PERM_OF_BROKER,
 })  # fmt: skip
 #: Name-server codes that only read: open, as on a reference name server (which has no ACL).
 OPEN_CODES = frozenset({

@@ -96,6 +96,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("timerMaxDelaySec", "timer_max_delay_sec", int, 259_200, "longest delay a timer message may ask for"),
     Setting("storeReplyMessageEnable", "store_reply_message", bool, True,
             "also store replies to requests in <cluster>_REPLY_TOPIC (they are pushed to the requester either way)"),
+    Setting("brokerPermission", "broker_permission", int, 6,
+            "READ 4 | WRITE 2: without WRITE sends are refused and routes show no write queues; "
+            "wipeWritePerm/addWritePerm change it at runtime"),
     Setting("rejectTransactionMessage", "reject_transaction_message", bool, False,
             "refuse transactional (half) messages with NO_PERMISSION"),
     Setting("transactionTimeOut", "transaction_timeout_ms", int, 6000,
@@ -183,6 +186,8 @@ class Config(_Fields):
             raise ValueError("maxStatsKeys must be 0 or more")
         if self.max_mapped_consume_queue_files < 0:
             raise ValueError("maxMappedConsumeQueueFiles must be 0 (automatic) or more")
+        if not 0 <= self.broker_permission <= 7:
+            raise ValueError("brokerPermission must be 0 to 7 (READ 4 | WRITE 2 | INHERIT 1)")
         for name in ("listen_port", "broker_listen_port", "metrics_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise ValueError(f"{_BY_FIELD[name].key} must be a port number")

@@ -27,6 +27,7 @@ from .pulllog import PullLog
 from .locks import LockManager
 from .exposition import MetricsResource
 from .metrics import LiveState, Metrics
+from .permission import BrokerPermission
 from .processors.admin import AdminProcessor
 from .processors.consumer import ConsumerProcessor
 from .processors.lock import LockProcessor
@@ -122,7 +123,11 @@ class Server:
         self.store.add_arrival_listener(self.delayed.arrived)
         self.timers = TimerService(self.store, reactor.seconds, lambda fire: precise_alarm(reactor, fire))
         self.store.add_arrival_listener(self.timers.arrived)
-        names = NameServer(config, self.topics)
+        # brokerPermission: one object, switched by wipeWritePerm/addWritePerm, read by routes,
+        # sends and pulls (and by UPDATE_BROKER_CONFIG, through ``set``)
+        self.permission = BrokerPermission(config.store_dir / "config" / "brokerPermission.json",
+                                           config.broker_permission)  # fmt: skip
+        names = NameServer(config, self.topics, self.permission)
         self.transactions = TransactionService(
             self.store, self.topics, self.clients,
             TransactionSettings(config.transaction_timeout_ms, config.transaction_check_interval_ms,
@@ -133,11 +138,11 @@ class Server:
         self.broker_stats = BrokerStats(cluster=config.cluster_name, clock=reactor, store=self.store,
                                         max_keys=config.max_stats_keys)
         send = SendProcessor(config, self.store, self.topics, on_put=_put_hooks(hooks.on_put, self.broker_stats.on_put),
-                             transactions=self.transactions)  # fmt: skip
+                             transactions=self.transactions, permission=self.permission)  # fmt: skip
         self.pull_log = PullLog(config.pull_log_dir, config.pull_log_mode)
         self.pulls = PullProcessor(
             config, self.store, self.topics, self.clients, self.holds, reactor,
-            listeners=[self.pull_log, hooks.on_pull, self.broker_stats.on_pull],
+            listeners=[self.pull_log, hooks.on_pull, self.broker_stats.on_pull], permission=self.permission,
         )  # fmt: skip
         self.consumers = ConsumerProcessor(self.store, self.topics, self.clients, reactor)
         self.locks = LockManager(
@@ -149,7 +154,8 @@ class Server:
         )
         self.consumers.on_unregister = self.locks.client_unregistered
         locking = LockProcessor(self.locks, self.topics, config.broker_name)
-        sendback = SendBackProcessor(self.store, self.topics, on_send_back=self.broker_stats.on_send_back)
+        sendback = SendBackProcessor(self.store, self.topics, on_send_back=self.broker_stats.on_send_back,
+                                     permission=self.permission, host=config.advertised_host)
         admin = AdminProcessor(config, self.store, self.topics, self.clients, stats=self.broker_stats)
         operations = OperationsProcessor(config, self.store, self.topics, self.clients)
         stats = StatsProcessor(config, self.store, self.topics, self.clients, self.broker_stats)

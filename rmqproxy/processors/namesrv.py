@@ -8,9 +8,11 @@ from __future__ import annotations
 from codec.bodies import BrokerData, ClusterInfo, QueueData, TopicList, TopicRouteData
 from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
+from codec.headers import AddWritePermOfBrokerResponseHeader, WipeWritePermOfBrokerResponseHeader
 
 from ..config import Config
 from ..dispatch import Route
+from ..permission import BrokerPermission
 from ..topics import RETRY_PREFIX, TopicTable, check_name
 
 # MQVersion ordinal of 4.9.4: clients from here on (and any asking acceptStandardJsonOnly) get
@@ -19,9 +21,10 @@ STANDARD_JSON_ROUTES_SINCE = 401
 
 
 class NameServer:
-    def __init__(self, config: Config, topics: TopicTable) -> None:
+    def __init__(self, config: Config, topics: TopicTable, permission: BrokerPermission) -> None:
         self.config = config
         self.topics = topics
+        self.permission = permission
 
     def routes(self) -> list[Route]:
         """This processor's entries of the dispatch table."""
@@ -33,6 +36,8 @@ class NameServer:
             Route(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS, self.system_topics),
             Route(RequestCode.GET_KV_CONFIG, self.kv_config),
             Route(RequestCode.DELETE_TOPIC_IN_NAMESRV, self.delete_topic),
+            Route(RequestCode.WIPE_WRITE_PERM_OF_BROKER, self.wipe_write_perm),
+            Route(RequestCode.ADD_WRITE_PERM_OF_BROKER, self.add_write_perm),
         ]
 
     def _broker_data(self) -> BrokerData:
@@ -53,8 +58,8 @@ class NameServer:
             )
         route = TopicRouteData(
             queue_datas=[
-                QueueData(self.config.broker_name, topic.read_queue_nums, topic.write_queue_nums, topic.perm,
-                          topic.topic_sys_flag)
+                QueueData(self.config.broker_name, topic.read_queue_nums, topic.write_queue_nums,
+                          self.permission.route_perm(topic.perm), topic.topic_sys_flag)
             ],
             broker_datas=[self._broker_data()],
             filter_server_table={},
@@ -87,3 +92,23 @@ class NameServer:
     def delete_topic(self, request: RemotingCommand, header, conn) -> RemotingCommand:
         self.topics.delete(header.topic)
         return request.response(ResponseCode.SUCCESS)
+
+    def wipe_write_perm(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        """mqadmin ``wipeWritePerm``: this broker stops taking writes; answers how many topics'
+        routes lost WRITE (all of them; 0 for another broker name, as the reference counts)."""
+        return self._switch_write(request, header.broker_name, self.permission.wipe_write,
+                                  lambda n: WipeWritePermOfBrokerResponseHeader(wipe_topic_count=n))  # fmt: skip
+
+    def add_write_perm(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        """mqadmin ``addWritePerm``: this broker takes writes again (``addTopicCount`` as above)."""
+        return self._switch_write(request, header.broker_name, self.permission.add_write,
+                                  lambda n: AddWritePermOfBrokerResponseHeader(add_topic_count=n))  # fmt: skip
+
+    def _switch_write(self, request: RemotingCommand, broker_name: str, change, answer) -> RemotingCommand:
+        if broker_name != self.config.broker_name:
+            return request.response(ResponseCode.SUCCESS, ext_fields=answer(0).to_ext())
+        try:
+            change()
+        except OSError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"cannot save brokerPermission: {exc}")
+        return request.response(ResponseCode.SUCCESS, ext_fields=answer(len(self.topics.topics)).to_ext())

@@ -29,6 +29,7 @@ from ..clients import ClientRegistry
 from ..config import Config
 from ..dispatch import Route
 from ..hold import WAKE_DISCONNECT, WAKE_NONE, HeldPull, HoldService, always
+from ..permission import BrokerPermission
 from ..pulllog import PullEvent
 from ..sql92 import SelectorError, SqlFilter
 from ..store import GetResult, GetStatus, MessageFilter, MessageStore, TagFilter
@@ -89,8 +90,10 @@ class PullProcessor:
         holds: HoldService,
         clock: IReactorTime,
         listeners: list[Callable[[PullEvent], None]] | None = None,
+        permission: BrokerPermission | None = None,
     ) -> None:
         self.config = config
+        self.permission = permission  # brokerPermission without READ refuses every pull
         self.store = store
         self.topics = topics
         self.clients = clients
@@ -116,6 +119,10 @@ class PullProcessor:
 
     def _serve(self, pull: PullContext) -> RemotingCommand | defer.Deferred:
         request, header, conn = pull.request, pull.header, pull.conn
+        if self.permission is not None and not self.permission.readable:
+            return request.response(
+                ResponseCode.NO_PERMISSION, f"the broker[{self.config.advertised_host}] pulling message is forbidden"
+            )
         if check_group_name(header.consumer_group) is not None:
             return request.response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,

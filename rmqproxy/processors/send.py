@@ -21,6 +21,7 @@ from codec.message import BatchItem, Message, decode_batch, string_to_properties
 
 from ..config import Config
 from ..dispatch import Route
+from ..permission import BrokerPermission
 from ..store import MessageStore, PutResult, PutStatus, PutTicket
 from ..store.delay import SCHEDULE_TOPIC
 from ..topics import DLQ_PREFIX, NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX, TopicConfig, TopicTable, check_new_topic, dlq_topic
@@ -76,6 +77,11 @@ def answer_put(request: RemotingCommand, result: PutResult) -> RemotingCommand:
     return request.response(_PUT_STATUS_CODES[status], ext_fields=ext)
 
 
+def sending_forbidden(request: RemotingCommand, host: str) -> RemotingCommand:
+    """The answer to a write while the broker has no WRITE permission (wipeWritePerm)."""
+    return request.response(ResponseCode.NO_PERMISSION, f"the broker[{host}] sending message is forbidden")
+
+
 def _answer_prepared(request: RemotingCommand, result: PutResult, real_queue: int) -> RemotingCommand:
     """A half message's send answer: its real queue id (as the reference answers) and, as 5.x
     brokers do, its transaction id (the ``UNIQ_KEY``)."""
@@ -97,8 +103,10 @@ class SendProcessor:
         topics: TopicTable,
         on_put: Callable[[str, int, int, bool], None] | None = None,
         transactions: TransactionService | None = None,
+        permission: BrokerPermission | None = None,
     ) -> None:
         self.config = config
+        self.permission = permission
         self.store = store
         self.topics = topics
         self.on_put = on_put
@@ -179,6 +187,8 @@ class SendProcessor:
     def target(self, request: RemotingCommand, header) -> tuple[TopicConfig, int] | RemotingCommand:
         """The topic and queue a send (or a reply) goes to, the topic created on a first send as
         its template allows; or the reference's refusal."""
+        if self.permission is not None and not self.permission.writable:
+            return sending_forbidden(request, self.config.advertised_host)
         if header.topic in NOT_ALLOWED_SEND_TOPICS:
             return request.response(ResponseCode.NO_PERMISSION, f"Sending message to topic[{header.topic}] is forbidden.")
         topic = self.topics.get(header.topic)  # a known topic already has a valid name

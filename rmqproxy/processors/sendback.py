@@ -17,9 +17,10 @@ from codec.command import RemotingCommand
 from codec.message import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG, Message
 
 from ..dispatch import Route
+from ..permission import BrokerPermission
 from ..store import MessageStore, PutResult
 from ..topics import TopicTable, check_group_name, dlq_topic, retry_topic
-from .send import retries_used_up, when_stored
+from .send import retries_used_up, sending_forbidden, when_stored
 
 
 def _answer(request: RemotingCommand, result: PutResult) -> RemotingCommand:
@@ -30,11 +31,14 @@ def _answer(request: RemotingCommand, result: PutResult) -> RemotingCommand:
 
 class SendBackProcessor:
     def __init__(
-        self, store: MessageStore, topics: TopicTable, on_send_back: Callable[[str, str], None] | None = None
+        self, store: MessageStore, topics: TopicTable, on_send_back: Callable[[str, str], None] | None = None,
+        permission: BrokerPermission | None = None, host: str = "",
     ) -> None:
         self.store = store
         self.topics = topics
         self.on_send_back = on_send_back  # (group, topic of the message given back), once it is stored
+        self.permission = permission
+        self.host = host  # named in the refusal while the broker takes no writes
 
     def routes(self) -> list[Route]:
         """This processor's entries of the dispatch table."""
@@ -47,6 +51,8 @@ class SendBackProcessor:
             return request.response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {header.group}"
             )
+        if self.permission is not None and not self.permission.writable:
+            return sending_forbidden(request, self.host)
         retry = retry_topic(header.group)
         self.topics.ensure(retry)
         original = self.store.look_message(header.offset)
