@@ -29,6 +29,7 @@ from .exposition import MetricsResource
 from .metrics import LiveState, Metrics
 from .permission import BrokerPermission
 from .processors.admin import AdminProcessor
+from .processors.clean import CleanProcessor
 from .processors.consumer import ConsumerProcessor
 from .processors.lock import LockProcessor
 from .processors.namesrv import NameServer
@@ -159,6 +160,7 @@ class Server:
         admin = AdminProcessor(config, self.store, self.topics, self.clients, stats=self.broker_stats)
         operations = OperationsProcessor(config, self.store, self.topics, self.clients)
         stats = StatsProcessor(config, self.store, self.topics, self.clients, self.broker_stats)
+        cleaning = CleanProcessor(self.store, self.topics)
         transacting = TransactionProcessor(self.transactions, self.rejections)
         replying = ReplyProcessor(config, self.store, self.clients, send)
         self.registry.register(
@@ -172,7 +174,7 @@ class Server:
         self.dispatcher = Dispatcher(
             [*names.routes(), *send.routes(), *self.pulls.routes(), *self.consumers.routes(), *sendback.routes(),
              *admin.routes(), *locking.routes(), *transacting.routes(),
-             *replying.routes(), *operations.routes(), *stats.routes()],
+             *replying.routes(), *operations.routes(), *stats.routes(), *cleaning.routes()],
             clock=reactor, on_answer=hooks.on_request, on_reject=self.rejections, access=self.access,
         )  # fmt: skip
         self.ports: list[IListeningPort] = []

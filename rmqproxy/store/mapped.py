@@ -67,6 +67,11 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def fsync_directory(directory: Path) -> None:
+    """Make the names in ``directory`` durable (its files' creation or deletion)."""
+    _fsync_dir(directory)
+
+
 class Segment:
     """One mapped file of ``size`` bytes holding global offsets [base, base + size).
 
@@ -356,6 +361,7 @@ class SegmentQueue:
         self.budget = budget  # with one, existing files are mapped on first use, not here
         self.segments: dict[int, Segment] = {}  # segment index -> Segment, ascending insertion
         self.directory_dirty = False  # a segment was created since the directory was last fsynced
+        self.dropped = False  # the store destroyed this queue: its directory may be gone
         directory.mkdir(parents=True, exist_ok=True)
         for entry in sorted(directory.iterdir()):
             if entry.name.endswith(".new"):
@@ -412,7 +418,11 @@ class SegmentQueue:
         fsynced). The flush thread calls this before it reports anything durable."""
         if self.directory_dirty:
             self.directory_dirty = False
-            _fsync_dir(self.directory)
+            try:
+                _fsync_dir(self.directory)
+            except FileNotFoundError:
+                if not self.dropped:
+                    raise
 
     @property
     def first(self) -> Segment | None:

@@ -55,7 +55,7 @@ from .consumequeue import UNIT, ConsumeQueue
 from .delay import DEFAULT_LEVELS, SCHEDULE_TOPIC, TIMER_TOPIC, parse_levels
 from .files import read_json, write_json_atomic
 from .index import KeyIndex
-from .mapped import Allocate, OpenBudget
+from .mapped import Allocate, OpenBudget, fsync_directory
 from .offsets import ConsumerOffsets
 
 FLUSH_ASYNC = "ASYNC_FLUSH"
@@ -316,6 +316,9 @@ class MessageStore:
         self._closed = False
         self._delay_offsets_saved: dict[int, int] = {}
         self._segment_newest: dict[int, int | None] = {}  # full segment base → newest store time
+        # queues destroyed since start → commit-log end then: a crash recovery must not dispatch
+        # their older records again (``config/droppedQueues.json``; cleared at the next start)
+        self._dropped: dict[tuple[str, int], int] = {}
         self.recovered_records = 0
         self.listener_failures = 0  # arrival listeners that raised (logged; the put stands)
 
@@ -338,6 +341,7 @@ class MessageStore:
             for queue_dir in sorted(topic_dir.iterdir()):
                 if queue_dir.name.isdigit():
                     self._queue(topic_dir.name, int(queue_dir.name))
+        self._dropped = {(t, int(q)): int(end) for t, q, end in read_json(self._dropped_path, [])}
         checkpoint = read_json(self.root / "checkpoint", {})
         abort = self.root / "abort"
         if abort.exists() or "end" not in checkpoint:
@@ -350,6 +354,9 @@ class MessageStore:
         for key, cq in self._queues.items():
             self._next_offset[key] = cq.max_offset
         write_json_atomic(self.root / "checkpoint", {"physical": self._dispatched})
+        if self._dropped:  # nothing below the checkpoint just written is dispatched again
+            self._dropped.clear()
+            self._dropped_path.unlink(missing_ok=True)
         abort.touch()
         self._started = True
         self._owner = threading.get_ident()
@@ -1047,6 +1054,60 @@ class MessageStore:
             pos += size
         return newest
 
+    # --- cleaning (mqadmin cleanExpiredCQ, cleanUnusedTopic) --------------------------------
+
+    @property
+    def _dropped_path(self) -> Path:
+        return self.root / "config" / "droppedQueues.json"
+
+    def correct_min_offsets(self) -> None:
+        """Move every queue's min offset past entries whose records retention deleted, and delete
+        consume-queue files holding only such entries (``delete_expired`` does it after a deletion)."""
+        phys_min = self.commitlog.min_offset
+        for cq in list(self._queues.values()):
+            cq.correct_min(phys_min)
+
+    def queue_is_empty(self, topic: str, queue_id: int) -> bool:
+        """Whether a queue has no entry a consumer can read (none yet, or all expired)."""
+        cq = self._queues.get((topic, queue_id))
+        return cq is None or cq.min_offset >= cq.max_offset
+
+    def destroy_queue(self, topic: str, queue_id: int) -> bool:
+        """Delete a consume queue, files and folder: its offsets start again at 0 if it is written
+        again. Its records stay in the commit log until retention deletes them, but are never
+        dispatched into it again, a crash recovery included. False, and nothing done, while a
+        SYNC_FLUSH put to it waits for its fsync. OSError if the record of it cannot be saved."""
+        key = (topic, queue_id)
+        cq = self._queues.get(key)
+        if cq is None:
+            return True
+        if any(m.topic == topic and m.queue_id == queue_id for _, msgs in self._waiting for m in msgs):
+            return False
+        directory = self._queue_dir(topic, queue_id)
+        dropped = {**self._dropped, key: self.commitlog.write_pos}
+        write_json_atomic(self._dropped_path, [[t, q, end] for (t, q), end in sorted(dropped.items())])
+        self._dropped = dropped
+        del self._queues[key]
+        self._next_offset.pop(key, None)
+        segments = cq.files.ordered()
+        self._dirty_cq.difference_update(segments)
+        cq.files.dropped = True  # a directory fsync the flusher has begun finds nothing: fine
+        cq.close()
+        for segment in segments:
+            segment.path.unlink(missing_ok=True)
+        shutil.rmtree(directory, ignore_errors=True)
+        parents = [directory.parent, directory.parent.parent]
+        try:
+            directory.parent.rmdir()  # the topic's folder, once its last queue is gone
+        except OSError:
+            parents = parents[:1]
+        for folder in parents:
+            try:
+                fsync_directory(folder)
+            except OSError:
+                log.warn("store: cannot fsync {folder} after deleting a consume queue", folder=folder)
+        return True
+
     # --- recovery -------------------------------------------------------------------------
 
     def _recover(self, checkpoint: int) -> None:
@@ -1055,7 +1116,10 @@ class MessageStore:
         start = max(checkpoint, self.commitlog.min_offset)
         if self.commitlog.files.segment_for(start) is None and self.commitlog.files.last is not None:
             start = self.commitlog.min_offset
+        dropped = self._dropped
         for phys, msg in self.commitlog.scan(start, check_crc=self.config.check_crc_on_recover):
+            if dropped and phys < dropped.get((msg.topic, msg.queue_id), -1):
+                continue  # its queue was destroyed (CLEAN_UNUSED_TOPIC): it stays gone
             cq = self._queue(msg.topic, msg.queue_id)
             cq.put(msg.queue_offset, phys, msg.store_size, self._tags_code(msg))
             self.index.add_message(msg.topic, msg.properties.get("KEYS"), msg.properties.get("UNIQ_KEY"), phys)

@@ -1,0 +1,124 @@
+"""cleanExpiredCQ (306), cleanUnusedTopic (316), deleteExpiredCommitLog (329) on a whole server:
+what each removes, what it keeps, and what a restart makes of it (docs/operations.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from codec.codes import RequestCode as C
+from codec.codes import ResponseCode as R
+from codec.headers import SendMessageRequestHeader
+
+from .harness import Client, make_server
+
+SMALL_LOG = {"commit_log_segment_size": 64 * 1024, "file_reserved_time_hours": 0.05}  # 180 s
+
+
+def send(client: Client, topic: str, body: bytes = b"x", props: str = "WAIT\x01true", queue_id: int = 0):
+    header = SendMessageRequestHeader(
+        producer_group="pg", topic=topic, default_topic="TBW102", default_topic_queue_nums=2, queue_id=queue_id,
+        sys_flag=0, born_timestamp=1, flag=0, properties=props,
+    )  # fmt: skip
+    answer = client.call(C.SEND_MESSAGE_V2, header, body)
+    assert answer.code == R.SUCCESS, answer.remark
+    return answer
+
+
+def clean(client: Client, code: int) -> None:
+    answer = client.call(code)
+    assert (answer.code, answer.remark) == (R.SUCCESS, None)
+
+
+@pytest.fixture
+def broker(tmp_path):
+    server, reactor = make_server(tmp_path, **SMALL_LOG)
+    yield server, reactor
+    server.stop()
+
+
+def test_clean_unused_topic_removes_deleted_topics_queues_and_offsets_only(broker, tmp_path) -> None:
+    server, _ = broker
+    client = Client(server)
+    for topic in ("Old", "Live"):
+        send(client, topic, queue_id=0)
+        send(client, topic, queue_id=1)
+    send(client, "Live", props="DELAY\x013\x02WAIT\x01true")  # waits in SCHEDULE_TOPIC_XXXX
+    server.store.offsets.commit("cg", "Live", 0, 1)
+    assert client.call(C.DELETE_TOPIC_IN_BROKER, topic="Old").code == R.SUCCESS
+    server.store.offsets.commit("cg", "Old", 0, 1)  # a consumer committed after the delete
+    assert {t for t, _ in server.store.queues()} >= {"Old", "Live", "SCHEDULE_TOPIC_XXXX"}
+
+    clean(client, C.CLEAN_UNUSED_TOPIC)
+
+    topics = {t for t, _ in server.store.queues()}
+    assert "Old" not in topics and {"Live", "SCHEDULE_TOPIC_XXXX"} <= topics
+    assert not (tmp_path / "store" / "consumequeue" / "Old").exists()
+    assert server.store.offsets.query("cg", "Old", 0) is None
+    assert server.store.offsets.query("cg", "Live", 0) == 1
+    assert server.store.max_offset("Live", 1) == 1
+
+
+def test_a_deleted_topic_comes_back_at_restart_unless_cleaned(tmp_path) -> None:
+    server, _ = make_server(tmp_path)
+    client = Client(server)
+    send(client, "Old")
+    send(client, "Cleaned")
+    client.call(C.DELETE_TOPIC_IN_BROKER, topic="Old")
+    client.call(C.DELETE_TOPIC_IN_BROKER, topic="Cleaned")
+    server.store.destroy_queue("Cleaned", 0)  # what cleanUnusedTopic does, for one of the two
+    server.stop()
+    server, _ = make_server(tmp_path)
+    try:
+        assert server.topics.get("Old") is not None  # recovered from its queues, as at every start
+        assert server.topics.get("Cleaned") is None
+    finally:
+        server.stop()
+
+
+def test_delete_expired_commit_log_deletes_expired_segments_now(broker) -> None:
+    server, reactor = broker
+    client = Client(server)
+    for _ in range(12):  # 20 KB each: four 64 KiB segments
+        send(client, "Big", bytes(20_000))
+    clean(client, C.DELETE_EXPIRED_COMMITLOG)
+    assert server.store.min_physical_offset == 0  # young: kept
+    reactor.advance(200)  # past the 180 s reserved time, before the 10-minute retention tick
+    assert server.store.min_physical_offset == 0
+    clean(client, C.DELETE_EXPIRED_COMMITLOG)
+    assert server.store.min_physical_offset > 0
+    low = server.store.min_offset("Big", 0)
+    assert 0 < low < 12 and server.store.message_at("Big", 0, low) is not None
+
+
+def test_clean_expired_cq_destroys_only_unreadable_queues_of_deleted_topics(broker, tmp_path) -> None:
+    server, reactor = broker
+    client = Client(server)
+    for topic in ("OldExpired", "LiveExpired", "OldYoung"):
+        send(client, topic, bytes(30_000))
+    for _ in range(3):
+        send(client, "Filler", bytes(30_000))  # the expired ones' segment is full and not the last
+    reactor.advance(200)
+    send(client, "OldYoung", bytes(30_000))
+    for topic in ("OldExpired", "OldYoung"):
+        client.call(C.DELETE_TOPIC_IN_BROKER, topic=topic)
+    clean(client, C.DELETE_EXPIRED_COMMITLOG)
+    assert server.store.queue_is_empty("OldExpired", 0) and server.store.queue_is_empty("LiveExpired", 0)
+
+    clean(client, C.CLEAN_EXPIRED_CONSUMEQUEUE)
+
+    queues = server.store.queues()
+    assert ("OldExpired", 0) not in queues
+    assert ("LiveExpired", 0) in queues and server.store.max_offset("LiveExpired", 0) == 1  # offsets go on
+    assert ("OldYoung", 0) in queues and server.store.message_at("OldYoung", 0, 1) is not None
+    assert not (tmp_path / "store" / "consumequeue" / "OldExpired").exists()
+    assert send(client, "LiveExpired").ext_fields["queueOffset"] == "1"
+
+
+def test_clean_commands_leave_a_fresh_broker_as_it_is(broker) -> None:
+    server, _ = broker
+    client = Client(server)
+    send(client, "T")
+    before = server.store.queues()
+    for code in (C.CLEAN_EXPIRED_CONSUMEQUEUE, C.CLEAN_UNUSED_TOPIC, C.DELETE_EXPIRED_COMMITLOG):
+        clean(client, code)
+    assert server.store.queues() == before and server.store.max_offset("T", 0) == 1
