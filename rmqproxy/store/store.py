@@ -53,7 +53,7 @@ from codec.message import (
 from .commitlog import CommitLog
 from .consumequeue import UNIT, ConsumeQueue
 from .delay import DEFAULT_LEVELS, SCHEDULE_TOPIC, TIMER_TOPIC, parse_levels
-from .files import read_json, write_json_atomic
+from .files import backup_of, read_json, write_json_atomic
 from .index import KeyIndex
 from .mapped import Allocate, OpenBudget, fsync_directory
 from .offsets import ConsumerOffsets
@@ -357,6 +357,7 @@ class MessageStore:
         if self._dropped:  # nothing below the checkpoint just written is dispatched again
             self._dropped.clear()
             self._dropped_path.unlink(missing_ok=True)
+            backup_of(self._dropped_path).unlink(missing_ok=True)
         abort.touch()
         self._started = True
         self._owner = threading.get_ident()
@@ -1096,16 +1097,16 @@ class MessageStore:
         for segment in segments:
             segment.path.unlink(missing_ok=True)
         shutil.rmtree(directory, ignore_errors=True)
-        parents = [directory.parent, directory.parent.parent]
+        changed = directory.parent
         try:
-            directory.parent.rmdir()  # the topic's folder, once its last queue is gone
+            changed.rmdir()  # the topic's folder, once its last queue is gone
+            changed = changed.parent
         except OSError:
-            parents = parents[:1]
-        for folder in parents:
-            try:
-                fsync_directory(folder)
-            except OSError:
-                log.warn("store: cannot fsync {folder} after deleting a consume queue", folder=folder)
+            pass
+        try:
+            fsync_directory(changed)
+        except OSError:
+            log.warn("store: cannot fsync {folder} after deleting a consume queue", folder=changed)
         return True
 
     # --- recovery -------------------------------------------------------------------------
