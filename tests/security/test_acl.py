@@ -292,3 +292,22 @@ def test_the_first_file_naming_an_access_key_wins(tmp_path) -> None:
     first.write_text("accounts:\n  - accessKey: shared-key\n    secretKey: first-secret\n")
     second.write_text("accounts:\n  - accessKey: shared-key\n    secretKey: second-secret\n")
     assert load_rules([first, second]).accounts["shared-key"].secret_key == "first-secret"
+
+
+def test_the_write_switch_needs_an_admin_and_the_clean_commands_a_signature(tmp_path) -> None:
+    """205/327 change what every producer may do: admin only, as DELETE_TOPIC_IN_NAMESRV. The clean
+    commands remove nothing readable; the reference's plain ACL asks only a valid signature."""
+    server, _ = acl_server(tmp_path)
+    try:
+        alice = Signed(server, "alice-key", SECRET)
+        wipe = alice.call(C.WIPE_WRITE_PERM_OF_BROKER, broker_name="rmqproxy-a")
+        assert denied(wipe, "Need admin permission for request code=205, but accessKey=alice-key is not")
+        assert server.permission.writable
+        admin = Signed(server, "admin-key", "12345678")
+        assert admin.call(C.WIPE_WRITE_PERM_OF_BROKER, broker_name="rmqproxy-a").code == R.SUCCESS
+        assert not server.permission.writable
+        assert denied(Signed(server, None, None).call(C.CLEAN_UNUSED_TOPIC), "No accessKey is configured")
+        for code in (C.CLEAN_EXPIRED_CONSUMEQUEUE, C.CLEAN_UNUSED_TOPIC, C.DELETE_EXPIRED_COMMITLOG):
+            assert alice.call(code).code == R.SUCCESS
+    finally:
+        server.stop()
