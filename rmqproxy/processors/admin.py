@@ -34,6 +34,7 @@ from ..relay import call_consumer
 from ..sql92 import SelectorError, compile_selector
 from ..store import MessageStore
 from ..topics import TopicConfig, TopicTable, check_new_topic
+from .clean import destroy_queues, in_use
 
 MAX_QUERY_MESSAGES = 64  # a QUERY_MESSAGE answers at most this many (the reference's maxMsgsNumBatch)
 
@@ -142,10 +143,16 @@ class AdminProcessor:
         return request.response(ResponseCode.SUCCESS)
 
     def delete_topic(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        """Forget the topic, its offsets and statistics, and destroy its consume queues, as the
+        reference's cleanUnusedTopic does then: left on disk, a restart would bring it back."""
         self.topics.delete(header.topic)
         self.store.offsets.remove_topic(header.topic)
         if self.stats is not None:
             self.stats.forget_topic(header.topic)
+        if not in_use(self.topics, header.topic):
+            problem = destroy_queues(self.store, [(t, q) for t, q in self.store.queues() if t == header.topic])
+            if problem is not None:
+                return request.response(ResponseCode.SYSTEM_ERROR, problem)
         return request.response(ResponseCode.SUCCESS)
 
     def topic_config(self, request: RemotingCommand, header, conn) -> RemotingCommand:

@@ -32,6 +32,11 @@ log = Logger()
 STORE_TOPICS = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC, HALF_TOPIC, OP_TOPIC})
 
 
+def in_use(topics: TopicTable, topic: str) -> bool:
+    """Whether ``topic``'s queues must stay: it is in the topic table, or the broker's own."""
+    return topics.get(topic) is not None or topic in STORE_TOPICS or is_system_topic(topic)
+
+
 class CleanProcessor:
     def __init__(self, store: MessageStore, topics: TopicTable) -> None:
         self.store = store
@@ -46,8 +51,7 @@ class CleanProcessor:
         ]
 
     def in_use(self, topic: str) -> bool:
-        """Whether ``topic``'s queues must stay: it is in the topic table, or the broker's own."""
-        return self.topics.get(topic) is not None or topic in STORE_TOPICS or is_system_topic(topic)
+        return in_use(self.topics, topic)
 
     def clean_expired_consume_queue(self, request: RemotingCommand, header, conn) -> RemotingCommand:
         self.store.correct_min_offsets()
@@ -64,19 +68,27 @@ class CleanProcessor:
         return request.response(ResponseCode.SUCCESS)
 
     def _destroy(self, request: RemotingCommand, queues: list[tuple[str, int]]) -> RemotingCommand:
-        """Destroy ``queues``, then forget the offsets of each topic left without a queue."""
-        touched = set()
-        for topic, queue_id in queues:
-            try:
-                if not self.store.destroy_queue(topic, queue_id):
-                    log.warn("not destroying {topic}:{queue}: a put to it waits for its flush",
-                             topic=topic, queue=queue_id)  # fmt: skip
-                    continue
-            except OSError as exc:
-                return request.response(ResponseCode.SYSTEM_ERROR, f"cannot clean {topic}:{queue_id}: {exc}")
-            touched.add(topic)
-            log.info("consume queue {topic}:{queue} destroyed (its topic is gone)", topic=topic, queue=queue_id)
-        left = {t for t, _ in self.store.queues()}
-        for topic in touched - left:
-            self.store.offsets.remove_topic(topic)
+        problem = destroy_queues(self.store, queues)
+        if problem is not None:
+            return request.response(ResponseCode.SYSTEM_ERROR, problem)
         return request.response(ResponseCode.SUCCESS)
+
+
+def destroy_queues(store: MessageStore, queues: list[tuple[str, int]]) -> str | None:
+    """Destroy ``queues``, then forget the offsets of each topic left without a queue; why one
+    could not be destroyed, or None. A queue a SYNC_FLUSH put waits on is left (logged) for a
+    later cleanUnusedTopic."""
+    touched = set()
+    for topic, queue_id in queues:
+        try:
+            if not store.destroy_queue(topic, queue_id):
+                log.warn("not destroying {topic}:{queue}: a put to it waits for its flush", topic=topic, queue=queue_id)
+                continue
+        except OSError as exc:
+            return f"cannot clean {topic}:{queue_id}: {exc}"
+        touched.add(topic)
+        log.info("consume queue {topic}:{queue} destroyed (its topic is gone)", topic=topic, queue=queue_id)
+    left = {t for t, _ in store.queues()}
+    for topic in touched - left:
+        store.offsets.remove_topic(topic)
+    return None
