@@ -613,3 +613,82 @@ class QueryConsumeQueueResponseBody(Body):
     queue_data: list[ConsumeQueueData] | None = jfield("queueData", ListOf(Nested(ConsumeQueueData)))
     max_queue_index: int = jfield("maxQueueIndex", LONG, 0)
     min_queue_index: int = jfield("minQueueIndex", LONG, 0)
+
+
+# --- subscription groups (200, 201, 352) ----------------------------------------------------
+
+
+@dataclasses.dataclass
+class DataVersion(Body):
+    """A table's version: bumped (counter + 1, timestamp now) on every change; 5.x adds ``stateVersion``."""
+
+    counter: int = jfield("counter", LONG, 0)
+    state_version: int | None = jfield("stateVersion", LONG)
+    timestamp: int = jfield("timestamp", LONG, 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExponentialRetryPolicy(Body):
+    initial: int = jfield("initial", LONG, 0)
+    max: int = jfield("max", LONG, 0)
+    multiplier: int = jfield("multiplier", LONG, 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class CustomizedRetryPolicy(Body):
+    next: list[int] | None = jfield("next", ListOf(LONG))
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupRetryPolicy(Body):
+    """5.x ``GroupRetryPolicy``; the default is ``{"type":"CUSTOMIZED"}`` with neither policy set."""
+
+    type: str | None = jfield("type", STR, "CUSTOMIZED")
+    exponential_retry_policy: ExponentialRetryPolicy | None = jfield(
+        "exponentialRetryPolicy", Nested(ExponentialRetryPolicy)
+    )
+    customized_retry_policy: CustomizedRetryPolicy | None = jfield(
+        "customizedRetryPolicy", Nested(CustomizedRetryPolicy)
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class SimpleSubscriptionData(Body):
+    topic: str | None = jfield("topic", STR)
+    expression_type: str | None = jfield("expressionType", STR)
+    expression: str | None = jfield("expression", STR)
+    version: int = jfield("version", LONG, 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class SubscriptionGroupConfig(Body):
+    """``SubscriptionGroupConfig`` with the reference's defaults (4.9 fields, then 5.x ones)."""
+
+    group_name: str | None = jfield("groupName", STR)
+    consume_enable: bool = jfield("consumeEnable", BOOL, True)
+    consume_from_min_enable: bool = jfield("consumeFromMinEnable", BOOL, True)
+    consume_broadcast_enable: bool = jfield("consumeBroadcastEnable", BOOL, True)
+    retry_queue_nums: int = jfield("retryQueueNums", INT, 1)
+    retry_max_times: int = jfield("retryMaxTimes", INT, 16)
+    broker_id: int = jfield("brokerId", LONG, 0)
+    which_broker_when_consume_slowly: int = jfield("whichBrokerWhenConsumeSlowly", LONG, 1)
+    notify_consumer_ids_changed_enable: bool = jfield("notifyConsumerIdsChangedEnable", BOOL, True)
+    consume_message_orderly: bool = jfield("consumeMessageOrderly", BOOL, False)  # 5.x
+    group_retry_policy: GroupRetryPolicy = jfield("groupRetryPolicy", Nested(GroupRetryPolicy),
+                                                  factory=GroupRetryPolicy)  # fmt: skip
+    group_sys_flag: int = jfield("groupSysFlag", INT, 0)  # 5.x
+    consume_timeout_minute: int = jfield("consumeTimeoutMinute", INT, 15)  # 5.x
+    subscription_data_set: list[SimpleSubscriptionData] | None = jfield(
+        "subscriptionDataSet", ListOf(Nested(SimpleSubscriptionData))
+    )  # 5.x
+    attributes: dict[str, str] = jfield("attributes", MapOf(STR, STR), factory=dict)  # 5.x
+
+
+@dataclasses.dataclass
+class SubscriptionGroupWrapper(Body):
+    """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) answer: every group's config, and the table's version."""
+
+    subscription_group_table: dict[str, SubscriptionGroupConfig] = jfield(
+        "subscriptionGroupTable", MapOf(STR, Nested(SubscriptionGroupConfig)), factory=dict
+    )
+    data_version: DataVersion = jfield("dataVersion", Nested(DataVersion), factory=DataVersion)

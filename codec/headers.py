@@ -338,6 +338,10 @@ QueryConsumeQueueRequestHeader = _define(
 )
 ViewBrokerStatsDataRequestHeader = _define("ViewBrokerStatsDataRequestHeader", "statsName:S! statsKey:S!")
 GetConsumeStatsInBrokerHeader = _define("GetConsumeStatsInBrokerHeader", "isOrder:B!=false")
+DeleteSubscriptionGroupRequestHeader = _define(
+    "DeleteSubscriptionGroupRequestHeader", "groupName:S! removeOffset:B=false cleanOffset:B=false^" + _RPC
+)
+GetSubscriptionGroupConfigRequestHeader = _define("GetSubscriptionGroupConfigRequestHeader", "group:S!" + _RPC)
 GetConsumerRunningInfoRequestHeader = _define(
     "GetConsumerRunningInfoRequestHeader", "consumerGroup:S! clientId:S! jstackEnable:B=false" + _RPC
 )
@@ -414,6 +418,8 @@ REQUEST_HEADERS: dict[int, HeaderCodec] = {
     _C.CLONE_GROUP_OFFSET: CloneGroupOffsetRequestHeader.CODEC,
     _C.QUERY_CONSUME_QUEUE: QueryConsumeQueueRequestHeader.CODEC,
     _C.GET_TOPIC_CONFIG: GetTopicConfigRequestHeader.CODEC,
+    _C.DELETE_SUBSCRIPTIONGROUP: DeleteSubscriptionGroupRequestHeader.CODEC,
+    _C.GET_SUBSCRIPTIONGROUP_CONFIG: GetSubscriptionGroupConfigRequestHeader.CODEC,
     _C.SEND_MESSAGE_V2: SEND_V2,
     _C.SEND_BATCH_MESSAGE: SEND_V2,
     _C.SEND_REPLY_MESSAGE: SendMessageRequestHeader.CODEC,

@@ -58,14 +58,15 @@ _EXCEPTION = "org.apache.rocketmq.acl.common.AclException"
 
 #: Admin codes rmqproxy does not serve (answered 3), by the reference's numbers: an account still
 #: needs admin rights to be told so.
-UPDATE_BROKER_CONFIG, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, DELETE_SUBSCRIPTIONGROUP = 25, 200, 207
+UPDATE_BROKER_CONFIG = 25
 UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG, GET_BROKER_CLUSTER_ACL_INFO = 50, 51, 52  # 4.9 and 5.x
 UPDATE_AND_CREATE_STATIC_TOPIC = 513  # 5.x
 #: Codes only an admin account may send: the reference's (4.9 and 5.x) and the name-server codes that
 #: change something. The clean commands (306, 316, 329) need only a signature, as in the reference.
 ADMIN_CODES = frozenset({
     RequestCode.UPDATE_AND_CREATE_TOPIC, UPDATE_BROKER_CONFIG, RequestCode.DELETE_TOPIC_IN_BROKER,
-    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, DELETE_SUBSCRIPTIONGROUP, UPDATE_AND_CREATE_STATIC_TOPIC,
+    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.DELETE_SUBSCRIPTIONGROUP,
+    UPDATE_AND_CREATE_STATIC_TOPIC,
     UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG, GET_BROKER_CLUSTER_ACL_INFO, RequestCode.DELETE_TOPIC_IN_NAMESRV,
     RequestCode.WIPE_WRITE_PERM_OF_BROKER, RequestCode.ADD_WRITE_PERM_OF_BROKER,
 })  # fmt: skip

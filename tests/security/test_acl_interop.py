@@ -399,8 +399,8 @@ SIGNED_REFUSALS = {
         write_queue_nums=4, perm=6, topic_filter_type="SINGLE_TAG", order=False)),
     "admin-update-broker-config": _admin_denied(acl.UPDATE_BROKER_CONFIG, {}, b"brokerPermission=6"),
     "admin-delete-topic": _admin_denied(C.DELETE_TOPIC_IN_BROKER, {"topic": "AclWire"}),
-    "admin-create-group": _admin_denied(acl.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, b'{"groupName":"AclWireG"}'),
-    "admin-delete-group": _admin_denied(acl.DELETE_SUBSCRIPTIONGROUP, {"groupName": "AclWireG"}),
+    "admin-create-group": _admin_denied(C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, b'{"groupName":"AclWireG"}'),
+    "admin-delete-group": _admin_denied(C.DELETE_SUBSCRIPTIONGROUP, {"groupName": "AclWireG"}),
 }  # fmt: skip
 
 
