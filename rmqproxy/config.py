@@ -53,7 +53,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("brokerClusterName", "cluster_name", str, "DefaultCluster", "cluster name in routes", proxy=True),
     Setting("brokerName", "broker_name", str, "rmqproxy-a", "broker name in routes"),
     Setting("autoCreateTopicEnable", "auto_create_topic", bool, True, "create topics on first send"),
-    Setting("autoCreateSubscriptionGroup", "auto_create_group", bool, True, "accept unknown consumer groups"),
+    Setting("autoCreateSubscriptionGroup", "auto_create_group", bool, True,
+            "create an unknown consumer group with the defaults on its first heartbeat, pull or send-back"),
+    Setting("maxSubscriptionGroups", "max_subscription_groups", int, 100_000,
+            "most subscription groups the broker keeps; beyond it new groups are refused"),
     Setting("defaultTopicQueueNums", "default_topic_queue_nums", int, 8, "queues of TBW102 (auto-create cap)"),
     Setting("maxTopicQueueNums", "max_topic_queue_nums", int, 1024, "most queues updateTopic may give a topic"),
     Setting("longPollingEnable", "long_polling", bool, True, "hold empty pulls for their suspend timeout"),
@@ -184,6 +187,8 @@ class Config(_Fields):
                 raise ValueError(f"{_BY_FIELD[name].key} must be a percentage (0-100)")
         if self.max_stats_keys < 0:
             raise ValueError("maxStatsKeys must be 0 or more")
+        if self.max_subscription_groups < 1:
+            raise ValueError("maxSubscriptionGroups must be 1 or more")
         if self.max_mapped_consume_queue_files < 0:
             raise ValueError("maxMappedConsumeQueueFiles must be 0 (automatic) or more")
         if not 0 <= self.broker_permission <= 7:

@@ -31,6 +31,7 @@ from .permission import BrokerPermission
 from .processors.admin import AdminProcessor
 from .processors.clean import CleanProcessor
 from .processors.consumer import ConsumerProcessor
+from .processors.groups import GroupProcessor
 from .processors.lock import LockProcessor
 from .processors.namesrv import NameServer
 from .processors.operations import OperationsProcessor
@@ -42,6 +43,7 @@ from .processors.stats import StatsProcessor
 from .processors.transaction import TransactionProcessor
 from .rejects import Rejections
 from .store import MessageStore
+from .subgroups import SubscriptionGroupTable
 from .timers import TimerService
 from .tls import TlsSettings, sniffing_factory
 from .topics import TopicTable
@@ -115,6 +117,13 @@ class Server:
             auto_create=config.auto_create_topic,
             default_queues=config.default_topic_queue_nums,
         )
+        self.groups = SubscriptionGroupTable(
+            config.store_dir / "config" / "subscriptionGroup.json",
+            auto_create=config.auto_create_group,
+            max_groups=config.max_subscription_groups,
+            max_retry_queues=config.max_topic_queue_nums,
+            clock=reactor.seconds,
+        )
         self.clients = ClientRegistry()
         self.rejections = Rejections(reactor.seconds)
         self.holds = HoldService(reactor, config.max_held_pulls, config.max_held_pulls_per_connection,
@@ -128,7 +137,7 @@ class Server:
         # sends and pulls (and by UPDATE_BROKER_CONFIG, through ``set``)
         self.permission = BrokerPermission(config.store_dir / "config" / "brokerPermission.json",
                                            config.broker_permission)  # fmt: skip
-        names = NameServer(config, self.topics, self.permission)
+        names = NameServer(config, self.topics, self.permission, groups=self.groups)
         self.transactions = TransactionService(
             self.store, self.topics, self.clients,
             TransactionSettings(config.transaction_timeout_ms, config.transaction_check_interval_ms,
@@ -139,13 +148,15 @@ class Server:
         self.broker_stats = BrokerStats(cluster=config.cluster_name, clock=reactor, store=self.store,
                                         max_keys=config.max_stats_keys)
         send = SendProcessor(config, self.store, self.topics, on_put=_put_hooks(hooks.on_put, self.broker_stats.on_put),
-                             transactions=self.transactions, permission=self.permission)  # fmt: skip
+                             transactions=self.transactions, permission=self.permission,
+                             groups=self.groups)  # fmt: skip
         self.pull_log = PullLog(config.pull_log_dir, config.pull_log_mode)
         self.pulls = PullProcessor(
             config, self.store, self.topics, self.clients, self.holds, reactor,
             listeners=[self.pull_log, hooks.on_pull, self.broker_stats.on_pull], permission=self.permission,
+            groups=self.groups,
         )  # fmt: skip
-        self.consumers = ConsumerProcessor(self.store, self.topics, self.clients, reactor)
+        self.consumers = ConsumerProcessor(self.store, self.topics, self.clients, reactor, groups=self.groups)
         self.locks = LockManager(
             reactor,
             max_live_s=config.lock_max_live_ms / 1000,
@@ -156,8 +167,10 @@ class Server:
         self.consumers.on_unregister = self.locks.client_unregistered
         locking = LockProcessor(self.locks, self.topics, config.broker_name)
         sendback = SendBackProcessor(self.store, self.topics, on_send_back=self.broker_stats.on_send_back,
-                                     permission=self.permission, host=config.advertised_host)
+                                     permission=self.permission, host=config.advertised_host,
+                                     groups=self.groups)  # fmt: skip
         admin = AdminProcessor(config, self.store, self.topics, self.clients, stats=self.broker_stats)
+        grouping = GroupProcessor(self.groups, self.store)
         operations = OperationsProcessor(config, self.store, self.topics, self.clients)
         stats = StatsProcessor(config, self.store, self.topics, self.clients, self.broker_stats)
         cleaning = CleanProcessor(self.store, self.topics)
@@ -174,7 +187,7 @@ class Server:
         self.dispatcher = Dispatcher(
             [*names.routes(), *send.routes(), *self.pulls.routes(), *self.consumers.routes(), *sendback.routes(),
              *admin.routes(), *locking.routes(), *transacting.routes(),
-             *replying.routes(), *operations.routes(), *stats.routes(), *cleaning.routes()],
+             *replying.routes(), *operations.routes(), *stats.routes(), *cleaning.routes(), *grouping.routes()],
             clock=reactor, on_answer=hooks.on_request, on_reject=self.rejections, access=self.access,
         )  # fmt: skip
         self.ports: list[IListeningPort] = []
@@ -268,7 +281,7 @@ class Server:
         for port in self.ports:
             port.stopListening()
         for step in (self.delayed.stop, self.timers.stop, self.transactions.flush_ops, self.holds.shutdown, self.pull_log.close, self.locks.close,
-                     self.topics.close):
+                     self.topics.close, self.groups.close):
             try:
                 step()
             except Exception:  # whatever fails, the store below is still flushed and closed

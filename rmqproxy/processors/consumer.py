@@ -30,6 +30,7 @@ from ..clients import ClientInfo, ClientRegistry, valid_heartbeat
 from ..dispatch import Route
 from ..relay import V3_0_7_SNAPSHOT
 from ..store import MessageStore
+from ..subgroups import SubscriptionGroupTable
 from ..topics import TopicTable, check_group_name, retry_topic
 
 log = Logger()
@@ -44,8 +45,11 @@ class ConsumerProcessor:
         topics: TopicTable,
         clients: ClientRegistry,
         clock: IReactorTime,
+        *,
+        groups: SubscriptionGroupTable,
     ) -> None:
         self.store = store
+        self.groups = groups
         self.topics = topics
         self.clients = clients
         self.clock = clock
@@ -100,17 +104,30 @@ class ConsumerProcessor:
         return done
 
     def _register(self, conn, info: ClientInfo, data: HeartbeatData) -> None:
+        """Each consumer's group is looked up (created on first use while auto-create is on) and
+        its retry topic made with the group's ``retryQueueNums``; an unknown group that may not be
+        created is still registered, without a retry topic, as 4.9.8 registers it (its pulls are
+        refused). Members are told of changes unless the group turned ``notifyConsumerIdsChangedEnable`` off."""
+        quiet = set()
         for consumer in data.consumer_data_set:
-            if consumer.message_model != "BROADCASTING":
-                self.topics.ensure(retry_topic(consumer.group_name))
+            config = self.groups.find(consumer.group_name)
+            if config is None:
+                continue
+            if not config.notify_consumer_ids_changed_enable:
+                quiet.add(consumer.group_name)
+            if consumer.message_model != "BROADCASTING" and config.retry_queue_nums > 0:
+                self.topics.ensure(retry_topic(consumer.group_name), config.retry_queue_nums)
         for group in self.clients.heartbeat(conn, info, data):
-            self.notify_group(group)
+            if group not in quiet:
+                self.notify_group(group)
 
     def unregister(self, request: RemotingCommand, header, conn) -> RemotingCommand:
         if header.consumer_group and self.on_unregister is not None:
             self.on_unregister(header.client_id, header.consumer_group)
         for group in self.clients.unregister(conn, header.producer_group, header.consumer_group):
-            self.notify_group(group)
+            config = self.groups.get(group)
+            if config is None or config.notify_consumer_ids_changed_enable:
+                self.notify_group(group)
         return request.response(ResponseCode.SUCCESS)
 
     def connection_closed(self, conn) -> None:

@@ -13,6 +13,7 @@ from codec.headers import AddWritePermOfBrokerResponseHeader, WipeWritePermOfBro
 from ..config import Config
 from ..dispatch import Route
 from ..permission import BrokerPermission
+from ..subgroups import SubscriptionGroupTable
 from ..topics import RETRY_PREFIX, TopicTable, check_name
 
 # MQVersion ordinal of 4.9.4: clients from here on (and any asking acceptStandardJsonOnly) get
@@ -21,10 +22,12 @@ STANDARD_JSON_ROUTES_SINCE = 401
 
 
 class NameServer:
-    def __init__(self, config: Config, topics: TopicTable, permission: BrokerPermission) -> None:
+    def __init__(self, config: Config, topics: TopicTable, permission: BrokerPermission, *,
+                 groups: SubscriptionGroupTable) -> None:  # fmt: skip
         self.config = config
         self.topics = topics
         self.permission = permission
+        self.groups = groups
 
     def routes(self) -> list[Route]:
         """This processor's entries of the dispatch table."""
@@ -45,11 +48,12 @@ class NameServer:
 
     def route(self, request: RemotingCommand, header, conn) -> RemotingCommand:
         topic = self.topics.get(header.topic)
-        if (topic is None and header.topic.startswith(RETRY_PREFIX) and self.config.auto_create_group
-                and check_name(header.topic) is None):
+        if topic is None and header.topic.startswith(RETRY_PREFIX) and check_name(header.topic) is None:
             # A consumer asks for its retry topic's route before its first heartbeat creates it;
             # answering 17 leaves its retry queue unassigned for a 30 s route poll.
-            topic = self.topics.ensure(header.topic)
+            group = self.groups.find(header.topic[len(RETRY_PREFIX):])
+            if group is not None and group.retry_queue_nums > 0:
+                topic = self.topics.ensure(header.topic, group.retry_queue_nums)
         if topic is None:
             return request.response(
                 ResponseCode.TOPIC_NOT_EXIST,

@@ -33,7 +33,8 @@ from ..permission import BrokerPermission
 from ..pulllog import PullEvent
 from ..sql92 import SelectorError, SqlFilter
 from ..store import GetResult, GetStatus, MessageFilter, MessageStore, TagFilter
-from ..topics import TopicTable, check_group_name
+from ..subgroups import FAQ_TODO, SubscriptionGroupTable
+from ..topics import TopicTable
 
 SYSFLAG_COMMIT_OFFSET = 0x1
 SYSFLAG_SUSPEND = 0x2
@@ -91,9 +92,12 @@ class PullProcessor:
         clock: IReactorTime,
         listeners: list[Callable[[PullEvent], None]] | None = None,
         permission: BrokerPermission | None = None,
+        *,
+        groups: SubscriptionGroupTable,
     ) -> None:
         self.config = config
         self.permission = permission  # brokerPermission without READ refuses every pull
+        self.groups = groups
         self.store = store
         self.topics = topics
         self.clients = clients
@@ -123,11 +127,15 @@ class PullProcessor:
             return request.response(
                 ResponseCode.NO_PERMISSION, f"the broker[{self.config.advertised_host}] pulling message is forbidden"
             )
-        if check_group_name(header.consumer_group) is not None:
+        group_config = self.groups.find(header.consumer_group)
+        if group_config is None:
             return request.response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{header.consumer_group}] does not exist",
+                self.groups.bound_remark(header.consumer_group)
+                or f"subscription group [{header.consumer_group}] does not exist, {FAQ_TODO}",
             )
+        if not group_config.consume_enable:
+            return request.response(ResponseCode.NO_PERMISSION, f"subscription group no permission, {header.consumer_group}")
         topic = self.topics.get(header.topic)
         if topic is None:
             return request.response(
@@ -152,6 +160,11 @@ class PullProcessor:
                                                 header.expression_type, False)  # fmt: skip
         else:
             group = self.clients.consumer_group(header.consumer_group)
+            if group is not None and group.message_model == "BROADCASTING" and not group_config.consume_broadcast_enable:
+                return request.response(
+                    ResponseCode.NO_PERMISSION,
+                    f"the consumer group[{header.consumer_group}] can not consume by broadcast way",
+                )
             subscription = group.subscriptions.get(header.topic) if group is not None else None
             if subscription is None or (subscription.sub_version or 0) < header.sub_version:
                 # The reference answers 24 (not registered) or 25 (registered one older than the

@@ -24,11 +24,11 @@ from ..dispatch import Route
 from ..permission import BrokerPermission
 from ..store import MessageStore, PutResult, PutStatus, PutTicket
 from ..store.delay import SCHEDULE_TOPIC
+from ..subgroups import FAQ_TODO, SubscriptionGroupTable, max_reconsume_times
 from ..topics import DLQ_PREFIX, NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX, TopicConfig, TopicTable, check_new_topic, dlq_topic
 from ..timers import TIMER_KEYS, TimerRefused, TimerService, timer_delivery
 from ..transactions import TransactionService, is_prepared, to_half
 
-DEFAULT_MAX_RECONSUME_TIMES = 16
 SEND_RESPONSE_EXTRAS = {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
 
 #: The ext fields of a send answer as ``SendMessageResponseHeader``'s codec writes them (keys in
@@ -42,13 +42,6 @@ _PUT_STATUS_CODES = {
     PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
 }
-
-
-def retries_used_up(reconsume_times: int, max_reconsume_times: int | None) -> bool:
-    """Whether a message consumed ``reconsume_times`` times goes to its group's DLQ rather than
-    its retry topic (``maxReconsumeTimes`` as the client sent it, else 16)."""
-    limit = DEFAULT_MAX_RECONSUME_TIMES if max_reconsume_times is None else max_reconsume_times
-    return reconsume_times >= limit
 
 
 def when_stored(
@@ -104,9 +97,12 @@ class SendProcessor:
         on_put: Callable[[str, int, int, bool], None] | None = None,
         transactions: TransactionService | None = None,
         permission: BrokerPermission | None = None,
+        *,
+        groups: SubscriptionGroupTable,
     ) -> None:
         self.config = config
         self.permission = permission
+        self.groups = groups
         self.store = store
         self.topics = topics
         self.on_put = on_put
@@ -138,8 +134,15 @@ class SendProcessor:
         properties["CLUSTER"] = self.config.cluster_name
         topic_name = header.topic
         if topic_name.startswith(RETRY_PREFIX) and not header.batch:
-            if retries_used_up(header.reconsume_times or 0, header.max_reconsume_times):
-                topic_name = dlq_topic(topic_name[len(RETRY_PREFIX):])
+            group_name = topic_name[len(RETRY_PREFIX):]
+            group_config = self.groups.find(group_name)
+            if group_config is None:  # the reference's ``handleRetryAndDLQ``
+                return request.response(
+                    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                    self.groups.bound_remark(group_name) or f"subscription group not exist, {group_name} {FAQ_TODO}",
+                )
+            if (header.reconsume_times or 0) >= max_reconsume_times(request, header, group_config):
+                topic_name = dlq_topic(group_name)
                 self.topics.ensure(topic_name)
                 queue_id = 0
                 properties.pop("DELAY", None)

@@ -96,6 +96,15 @@ class ConsumerOffsets:
                 del self._pulled[key]
             self._dirty = True
 
+    def remove_group(self, group: str) -> None:
+        """Forget every offset of ``group`` (deleteSubGroup with removeOffset / cleanOffset)."""
+        with self._lock:
+            for key in [k for k in self._table if k[0] == group]:
+                del self._table[key]
+            for key in [k for k in self._pulled if k[0] == group]:
+                del self._pulled[key]
+            self._dirty = True
+
     def persist(self, *, force: bool = False) -> None:
         """Write the table if it changed (flusher thread or shutdown)."""
         with self._lock:
