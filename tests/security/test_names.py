@@ -86,7 +86,8 @@ def test_send_back_for_a_bad_group_is_subscription_group_not_exist(broker) -> No
     phys = server.store.message_at("T", 0, 0).physical_offset
     for group in (UP, "g" * 256, ""):
         answer = client.call(C.CONSUMER_SEND_MSG_BACK, offset=phys, group=group, delay_level=-1)
-        expected = (R.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}")
+        expected = (R.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group} "
+                    "\nSee http://rocketmq.apache.org/docs/faq/ for further details.")  # the reference's text
         assert (answer.code, answer.remark) == expected
     assert server.topics.get(f"%DLQ%{UP}") is None and server.topics.get(f"%RETRY%{UP}") is None
     assert_nothing_outside_the_store(tmp_path, f"%DLQ%{UP}", f"%RETRY%{UP}")
