@@ -88,8 +88,10 @@ class SubscriptionGroupTable:
         return int(self.clock() * 1000)
 
     def _load(self, data: object) -> None:
-        """The groups of a persisted file; one that cannot be read stops the start, naming it
-        (starting without its groups would silently drop their settings)."""
+        """The groups of a persisted file. A file that cannot be read, or a group rmqproxy would
+        refuse (a file carried over from a 5.x broker with attributes or a retry policy), stops
+        the start naming it: starting without it, or with it unhonoured, would silently change
+        how that group is served."""
         if not data:
             return
         try:
@@ -97,8 +99,11 @@ class SubscriptionGroupTable:
         except (BodyError, TypeError) as exc:
             raise ValueError(f"{self.path} is not a subscription group table: {exc}") from None
         for name, config in wrapper.subscription_group_table.items():
-            if check_group_name(name) is None:
-                self.groups[name] = dataclasses.replace(config, group_name=name)
+            config = dataclasses.replace(config, group_name=name)
+            problem = unkept_feature(config, self.max_retry_queues)
+            if problem is not None:
+                raise ValueError(f"{self.path}: group {name!r} cannot be served as configured: {problem}")
+            self.groups[name] = config
         self.version = dataclasses.replace(wrapper.data_version)
 
     def get(self, group: str) -> SubscriptionGroupConfig | None:

@@ -131,12 +131,18 @@ def test_groups_survive_a_restart_in_the_references_file(tmp_path) -> None:
     again.stop()
 
 
-def test_a_damaged_group_file_stops_the_start_naming_it(tmp_path) -> None:
+@pytest.mark.parametrize(("table", "reason"), [
+    ({"g": {"retryMaxTimes": "many"}}, "not a subscription group table"),
+    ({"g": {"attributes": {"+x": "1"}}}, "group 'g' cannot be served as configured: group attributes"),
+    ({"bad name": {}}, "illegal characters"),
+])  # fmt: skip
+def test_a_damaged_or_unservable_group_file_stops_the_start_naming_it(tmp_path, table, reason) -> None:
     path = tmp_path / "store" / "config" / "subscriptionGroup.json"
     path.parent.mkdir(parents=True)
-    path.write_text('{"subscriptionGroupTable": {"g": {"retryMaxTimes": "many"}}}')
-    with pytest.raises(ValueError, match="subscriptionGroup.json"):
+    path.write_text(json.dumps({"subscriptionGroupTable": table}))
+    with pytest.raises(ValueError, match="subscriptionGroup.json") as refused:
         make_server(tmp_path)
+    assert reason in str(refused.value)
 
 
 @pytest.mark.parametrize(("fields", "reason"), [
