@@ -415,6 +415,20 @@ class KVTable(Body):
     table: dict[str, str] = jfield("table", MapOf(STR, STR), factory=dict)
 
 
+@dataclasses.dataclass
+class TopicConfig(Body):
+    """One topic of GET_ALL_TOPIC_CONFIG (the broker's ``topics.json`` entry); 5.x adds ``attributes``."""
+
+    topic_name: str | None = jfield("topicName", STR)
+    read_queue_nums: int = jfield("readQueueNums", INT, 0)
+    write_queue_nums: int = jfield("writeQueueNums", INT, 0)
+    perm: int = jfield("perm", INT, 0)
+    topic_filter_type: str = jfield("topicFilterType", STR, "SINGLE_TAG")
+    topic_sys_flag: int = jfield("topicSysFlag", INT, 0)
+    order: bool = jfield("order", BOOL, False)
+    attributes: dict[str, str] | None = jfield("attributes", MapOf(STR, STR))
+
+
 # --- offsets and stats ----------------------------------------------------------------------
 
 
@@ -625,6 +639,14 @@ class DataVersion(Body):
     counter: int = jfield("counter", LONG, 0)
     state_version: int | None = jfield("stateVersion", LONG)
     timestamp: int = jfield("timestamp", LONG, 0)
+
+
+@dataclasses.dataclass
+class TopicConfigSerializeWrapper(Body):
+    """GET_ALL_TOPIC_CONFIG (21) answer: every topic by name, and the table's version."""
+
+    topic_config_table: dict[str, TopicConfig] = jfield("topicConfigTable", MapOf(STR, Nested(TopicConfig)), factory=dict)
+    data_version: DataVersion | None = jfield("dataVersion", Nested(DataVersion))
 
 
 @dataclasses.dataclass(frozen=True)

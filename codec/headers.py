@@ -294,6 +294,9 @@ LockBatchMqRequestHeader = _define("LockBatchMqRequestHeader", _RPC)
 UnlockBatchMqRequestHeader = _define("UnlockBatchMqRequestHeader", _RPC)
 GetKVConfigRequestHeader = _define("GetKVConfigRequestHeader", "namespace:S! key:S!", namesrv=True)
 GetKVConfigResponseHeader = _define("GetKVConfigResponseHeader", "value:S", namesrv=True)
+PutKVConfigRequestHeader = _define("PutKVConfigRequestHeader", "namespace:S! key:S! value:S!", namesrv=True)
+DeleteKVConfigRequestHeader = _define("DeleteKVConfigRequestHeader", "namespace:S! key:S!", namesrv=True)
+GetKVListByNamespaceRequestHeader = _define("GetKVListByNamespaceRequestHeader", "namespace:S!", namesrv=True)
 RegisterBrokerRequestHeader = _define(
     "RegisterBrokerRequestHeader",
     "brokerName:S! brokerAddr:S! clusterName:S! haServerAddr:S! brokerId:L! heartbeatTimeoutMillis:L^ "
@@ -394,6 +397,9 @@ REQUEST_HEADERS: dict[int, HeaderCodec] = {
     _C.LOCK_BATCH_MQ: LockBatchMqRequestHeader.CODEC,
     _C.UNLOCK_BATCH_MQ: UnlockBatchMqRequestHeader.CODEC,
     _C.GET_KV_CONFIG: GetKVConfigRequestHeader.CODEC,
+    _C.PUT_KV_CONFIG: PutKVConfigRequestHeader.CODEC,
+    _C.DELETE_KV_CONFIG: DeleteKVConfigRequestHeader.CODEC,
+    _C.GET_KV_LIST_BY_NAMESPACE: GetKVListByNamespaceRequestHeader.CODEC,
     _C.REGISTER_BROKER: RegisterBrokerRequestHeader.CODEC,
     _C.UNREGISTER_BROKER: UnRegisterBrokerRequestHeader.CODEC,
     _C.GET_ROUTEINFO_BY_TOPIC: GetRouteInfoRequestHeader.CODEC,

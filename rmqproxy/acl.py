@@ -15,7 +15,8 @@ account's permission on each. A denial is SYSTEM_ERROR with the reference's ``Ac
 text; it names the account, never a secret.
 
 Beyond the reference: the name-server codes that change something (DELETE_TOPIC_IN_NAMESRV,
-WIPE_WRITE_PERM_OF_BROKER, ADD_WRITE_PERM_OF_BROKER) need an admin too, since one port serves
+WIPE_WRITE_PERM_OF_BROKER, ADD_WRITE_PERM_OF_BROKER, PUT_KV_CONFIG, DELETE_KV_CONFIG,
+UPDATE_NAMESRV_CONFIG) need an admin too, since one port serves
 both roles here; the ones that only read (routes, cluster info, topic lists) are open, as a
 reference name server is. A route request for a ``%RETRY%`` topic is not only a read here (it
 creates the retry topic of a new consumer group, so that its retry queue is assigned at once): it
@@ -58,23 +59,23 @@ _EXCEPTION = "org.apache.rocketmq.acl.common.AclException"
 
 #: Admin codes rmqproxy does not serve (answered 3), by the reference's numbers: an account still
 #: needs admin rights to be told so.
-UPDATE_BROKER_CONFIG = 25
 UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG, GET_BROKER_CLUSTER_ACL_INFO = 50, 51, 52  # 4.9 and 5.x
 UPDATE_AND_CREATE_STATIC_TOPIC = 513  # 5.x
 #: Codes only an admin account may send: the reference's (4.9 and 5.x) and the name-server codes that
-#: change something. The clean commands (306, 316, 329) need only a signature, as in the reference.
+#: change something (topics, write perm, KV and name-server config). The clean commands (306, 316, 329) need only a signature, as in the reference.
 ADMIN_CODES = frozenset({
-    RequestCode.UPDATE_AND_CREATE_TOPIC, UPDATE_BROKER_CONFIG, RequestCode.DELETE_TOPIC_IN_BROKER,
+    RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.UPDATE_BROKER_CONFIG, RequestCode.DELETE_TOPIC_IN_BROKER,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.DELETE_SUBSCRIPTIONGROUP,
     UPDATE_AND_CREATE_STATIC_TOPIC,
     UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG, GET_BROKER_CLUSTER_ACL_INFO, RequestCode.DELETE_TOPIC_IN_NAMESRV,
     RequestCode.WIPE_WRITE_PERM_OF_BROKER, RequestCode.ADD_WRITE_PERM_OF_BROKER,
+    RequestCode.PUT_KV_CONFIG, RequestCode.DELETE_KV_CONFIG, RequestCode.UPDATE_NAMESRV_CONFIG,
 })  # fmt: skip
 #: Name-server codes that only read: open, as on a reference name server (which has no ACL).
 OPEN_CODES = frozenset({
     RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.GET_BROKER_CLUSTER_INFO, RequestCode.GET_KV_CONFIG,
     RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, RequestCode.GET_TOPICS_BY_CLUSTER,
-    RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS,
+    RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS, RequestCode.GET_KV_LIST_BY_NAMESPACE, RequestCode.GET_NAMESRV_CONFIG,
 })  # fmt: skip
 
 

@@ -34,6 +34,9 @@ class Setting:
     help: str
     serve: bool = True  # a key of ``rmqproxy serve``
     proxy: bool = False  # a key of ``rmqproxy proxy``
+    runtime: bool = False  # UPDATE_BROKER_CONFIG may change it, live (rmqproxy/runtime_config.py)
+    namesrv: bool = False  # a name-server key (GET_NAMESRV_CONFIG; UPDATE_NAMESRV_CONFIG when also runtime)
+    low: int | None = None  # least value a number may take (checked at start and on update)
 
     @property
     def flag(self) -> str:
@@ -41,8 +44,8 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("bindAddress", "bind_address", str, "127.0.0.1", "address to listen on", proxy=True),
-    Setting("listenPort", "listen_port", int, 9876, "remoting port serving name-server and broker codes", proxy=True),
+    Setting("bindAddress", "bind_address", str, "127.0.0.1", "address to listen on", proxy=True, namesrv=True),
+    Setting("listenPort", "listen_port", int, 9876, "remoting port serving name-server and broker codes", proxy=True, namesrv=True),
     Setting("brokerListenPort", "broker_listen_port", int, 0, "extra broker-only port (0: none)"),
     Setting("brokerIP1", "broker_ip1", str, "", "address advertised in routes (default: bind address)", proxy=True),
     Setting("metricsPromExporterPort", "metrics_port", int, 5557, "Prometheus /metrics port (0: off)", proxy=True),
@@ -52,35 +55,36 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("flushDiskType", "flush_disk_type", str, FLUSH_ASYNC, "ASYNC_FLUSH or SYNC_FLUSH"),
     Setting("brokerClusterName", "cluster_name", str, "DefaultCluster", "cluster name in routes", proxy=True),
     Setting("brokerName", "broker_name", str, "rmqproxy-a", "broker name in routes"),
-    Setting("autoCreateTopicEnable", "auto_create_topic", bool, True, "create topics on first send"),
+    Setting("autoCreateTopicEnable", "auto_create_topic", bool, True, "create topics on first send", runtime=True),
     Setting("autoCreateSubscriptionGroup", "auto_create_group", bool, True,
-            "create an unknown consumer group with the defaults on its first heartbeat, pull or send-back"),
+            "create an unknown consumer group with the defaults on its first heartbeat, pull or send-back",
+            runtime=True),
     Setting("maxSubscriptionGroups", "max_subscription_groups", int, 100_000,
             "most subscription groups the broker keeps; beyond it new groups are refused"),
-    Setting("defaultTopicQueueNums", "default_topic_queue_nums", int, 8, "queues of TBW102 (auto-create cap)"),
-    Setting("maxTopicQueueNums", "max_topic_queue_nums", int, 1024, "most queues updateTopic may give a topic"),
-    Setting("longPollingEnable", "long_polling", bool, True, "hold empty pulls for their suspend timeout"),
-    Setting("shortPollingTimeMills", "short_polling_ms", int, 1000, "hold time when long polling is off"),
-    Setting("maxHeldPulls", "max_held_pulls", int, 100_000, "beyond this many held pulls, answer at once", proxy=True),
+    Setting("defaultTopicQueueNums", "default_topic_queue_nums", int, 8, "queues of TBW102 (auto-create cap)", runtime=True, low=1),
+    Setting("maxTopicQueueNums", "max_topic_queue_nums", int, 1024, "most queues updateTopic may give a topic", runtime=True, low=1),
+    Setting("longPollingEnable", "long_polling", bool, True, "hold empty pulls for their suspend timeout", runtime=True),
+    Setting("shortPollingTimeMills", "short_polling_ms", int, 1000, "hold time when long polling is off", runtime=True, low=0),
+    Setting("maxHeldPulls", "max_held_pulls", int, 100_000, "beyond this many held pulls, answer at once", proxy=True, runtime=True, low=0),
     Setting("maxHeldPullsPerConnection", "max_held_pulls_per_connection", int, 10_000,
-            "beyond this many held pulls on one connection, answer SYSTEM_BUSY", proxy=True),
+            "beyond this many held pulls on one connection, answer SYSTEM_BUSY", proxy=True, runtime=True, low=0),
     Setting("maxInFlightRequestsPerConnection", "max_in_flight_requests_per_connection", int, 20_000,
             "beyond this many unanswered requests on one connection, answer SYSTEM_BUSY", proxy=True),
     Setting("maxPullSuspendTimeMillis", "max_pull_suspend_ms", int, 30_000,
-            "longest hold a pull may ask for (suspendTimeoutMillis is cut to it)", proxy=True),
+            "longest hold a pull may ask for (suspendTimeoutMillis is cut to it)", proxy=True, runtime=True, low=0),
     Setting("maxBufferedReplyBytesPerConnection", "max_buffered_reply_bytes_per_connection", int, 16 << 20,
             "unread answer bytes one connection may hold; past it an answer with a body gets SYSTEM_BUSY", proxy=True),
     Setting("maxBufferedReplyBytes", "max_buffered_reply_bytes", int, 512 << 20,
             "unread answer bytes all connections together may hold; past it the same", proxy=True),
-    Setting("serverSocketBacklog", "server_socket_backlog", int, 1024, "listen backlog of the remoting ports", proxy=True),
-    Setting("lockReleaseOnDisconnect", "lock_release_on_disconnect", str, "safe", "safe or immediate", proxy=True),
-    Setting("rebalanceLockMaxLiveTime", "lock_max_live_ms", int, 60_000, "queue lock expiry without renewal"),
+    Setting("serverSocketBacklog", "server_socket_backlog", int, 1024, "listen backlog of the remoting ports", proxy=True, namesrv=True),
+    Setting("lockReleaseOnDisconnect", "lock_release_on_disconnect", str, "safe", "safe or immediate", proxy=True, runtime=True),
+    Setting("rebalanceLockMaxLiveTime", "lock_max_live_ms", int, 60_000, "queue lock expiry without renewal", runtime=True, low=0),
     Setting("maxFrameSize", "max_frame_size", int, DEFAULT_MAX_FRAME_BYTES, "largest frame, length included", proxy=True),
-    Setting("maxMessageSize", "max_message_size", int, 4 * 1024 * 1024, "largest message body"),
+    Setting("maxMessageSize", "max_message_size", int, 4 * 1024 * 1024, "largest message body", runtime=True, low=1),
     Setting("messageDelayLevel", "message_delay_level", str, DEFAULT_LEVELS, "delay of levels 1..n"),
-    Setting("fileReservedTime", "file_reserved_time_hours", float, 72.0, "hours commit-log segments are kept"),
+    Setting("fileReservedTime", "file_reserved_time_hours", float, 72.0, "hours commit-log segments are kept", runtime=True, low=0),
     Setting("diskMaxUsedSpaceRatio", "disk_max_used_space_ratio", int, 75,
-            "disk use (%) above which expired segments are deleted at once, not on the 10-minute tick"),
+            "disk use (%) above which expired segments are deleted at once, not on the 10-minute tick", runtime=True, low=0),
     Setting("mappedFileSizeCommitLog", "commit_log_segment_size", int, 1 << 30, "commit-log segment bytes"),
     Setting("maxMappedConsumeQueueFiles", "max_mapped_consume_queue_files", int, 0,
             "consume-queue files mapped at once (2 fds each); idle ones reopen on use (0: a quarter of the fd limit)"),
@@ -91,29 +95,29 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("maxStatsKeys", "max_stats_keys", int, 10_000,
             "topics and topic@group pairs the broker statistics keep apart (past it: broker totals only)"),
     Setting("clientStatsIntervalSeconds", "client_stats_interval_s", int, 60, "consumer running-info poll"),
-    Setting("channelExpiredTimeout", "channel_expired_ms", int, 120_000, "close clients silent this long"),
+    Setting("channelExpiredTimeout", "channel_expired_ms", int, 120_000, "close clients silent this long", runtime=True, low=0),
     Setting("enablePropertyFilter", "enable_property_filter", bool, True,
-            "serve SQL92 subscriptions (MessageSelector.bySql); false refuses them at the consumer's start"),
+            "serve SQL92 subscriptions (MessageSelector.bySql); false refuses them at the consumer's start", runtime=True),
     Setting("timerWheelEnable", "timer_wheel_enable", bool, True,
-            "serve 5.x timer messages (setDeliverTimeMs, setDelayTimeSec, setDelayTimeMs); false refuses them"),
-    Setting("timerMaxDelaySec", "timer_max_delay_sec", int, 259_200, "longest delay a timer message may ask for"),
+            "serve 5.x timer messages (setDeliverTimeMs, setDelayTimeSec, setDelayTimeMs); false refuses them", runtime=True),
+    Setting("timerMaxDelaySec", "timer_max_delay_sec", int, 259_200, "longest delay a timer message may ask for", runtime=True, low=0),
     Setting("storeReplyMessageEnable", "store_reply_message", bool, True,
-            "also store replies to requests in <cluster>_REPLY_TOPIC (they are pushed to the requester either way)"),
+            "also store replies to requests in <cluster>_REPLY_TOPIC (they are pushed to the requester either way)", runtime=True),
     Setting("brokerPermission", "broker_permission", int, 6,
             "READ 4 | WRITE 2: without WRITE sends are refused and routes show no write queues; "
             "wipeWritePerm/addWritePerm change it at runtime"),
     Setting("rejectTransactionMessage", "reject_transaction_message", bool, False,
-            "refuse transactional (half) messages with NO_PERMISSION"),
+            "refuse transactional (half) messages with NO_PERMISSION", runtime=True),
     Setting("transactionTimeOut", "transaction_timeout_ms", int, 6000,
-            "age after which an undecided half message is checked back with its producer"),
+            "age after which an undecided half message is checked back with its producer", runtime=True, low=0),
     Setting("transactionCheckInterval", "transaction_check_interval_ms", int, 60_000,
             "how often undecided half messages are looked for"),
     Setting("transactionCheckMax", "transaction_check_max", int, 15,
-            "checks after which an undecided half message is discarded to TRANS_CHECK_MAX_TIME_TOPIC"),
+            "checks after which an undecided half message is discarded to TRANS_CHECK_MAX_TIME_TOPIC", runtime=True, low=1),
     Setting("aclEnable", "acl_enable", bool, False,
             "check every request against the plain_acl.yml accounts (signature, admin codes, topic and group perms)"),
     Setting("rocketmqHome", "rocketmq_home", str, "",
-            "where conf/plain_acl.yml and conf/acl/*.yml are read (default: $ROCKETMQ_HOME)"),
+            "where conf/plain_acl.yml and conf/acl/*.yml are read (default: $ROCKETMQ_HOME)", namesrv=True),
     Setting("tls.server.mode", "tls_mode", str, "permissive",
             "disabled, permissive (TLS and plain TCP on one port) or enforcing (TLS only)"),
     Setting("tls.test.mode.enable", "tls_test_mode", bool, True,
@@ -126,6 +130,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("tls.server.trustCertPath", "tls_trust_cert_path", str, "", "CA certificates client certificates are checked with"),
     Setting("tls.config.file", "tls_config_file", str, "/etc/rocketmq/tls.properties",
             "Java properties file whose tls.* keys override these, but the mode (read if it exists)"),
+    Setting("orderMessageEnable", "order_message_enable", bool, False,
+            "routes carry orderTopicConf from the ORDER_TOPIC_CONFIG KV namespace (name-server key)",
+            runtime=True, namesrv=True),
+    Setting("kvConfigMaxEntries", "kv_config_max_entries", int, 10_000,
+            "most KV config entries (updateKvConfig, updateTopic -o) the name server keeps (name-server key)",
+            runtime=True, namesrv=True, low=0),
+    Setting("brokerConfigPath", "broker_config_path", str, "",
+            "file runtime config changes are written to (default: the -c file, else <store>/config/broker.properties)"),
     Setting("namesrvAddr", "namesrv_addr", str, "", "upstream name servers, host:port[;host:port...]",
             serve=False, proxy=True),
     Setting("proxyBrokerPorts", "proxy_broker_ports", str, "",
@@ -154,6 +166,7 @@ UNKEPT_PROMISES: tuple[tuple[str, Callable[[str], bool], str], ...] = (
 
 _BY_KEY = {s.key: s for s in SETTINGS}
 _BY_FIELD = {s.field: s for s in SETTINGS}
+_BOUNDED = tuple(s for s in SETTINGS if s.low is not None)
 
 
 #: The fields of ``Config``, one per setting, typed and defaulted by ``SETTINGS`` alone.
@@ -196,6 +209,9 @@ class Config(_Fields):
         for name in ("listen_port", "broker_listen_port", "metrics_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise ValueError(f"{_BY_FIELD[name].key} must be a port number")
+        for setting in _BOUNDED:
+            if getattr(self, setting.field) < setting.low:
+                raise ValueError(f"{setting.key} must be {setting.low} or more, not {getattr(self, setting.field)}")
 
     @property
     def metrics_enabled(self) -> bool:
@@ -235,6 +251,11 @@ class Config(_Fields):
     @property
     def store_dir(self) -> Path:
         return Path(self.store_path)
+
+    @property
+    def config_file(self) -> Path:
+        """Where runtime config changes are persisted (the reference's ``brokerConfigPath``)."""
+        return Path(self.broker_config_path) if self.broker_config_path else self.store_dir / "config" / "broker.properties"
 
     @property
     def pull_log_dir(self) -> Path:
@@ -306,6 +327,7 @@ def load(conf_file: Path | None = None, overrides: Mapping[str, Any] | None = No
                 extra[key] = text
             else:
                 values[setting.field] = convert(setting, text)
+        values["broker_config_path"] = str(conf_file)  # the file changes go back to, whatever it says
     for key, promises, why in UNKEPT_PROMISES:
         if key in extra and promises(extra[key]):
             raise ValueError(f"broker.conf sets {key}={extra[key]}, but {why}; remove the key to run without it")

@@ -3,6 +3,7 @@ starts the listeners. Nothing else constructs these objects (docs/architecture.m
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 from typing import Any
 
@@ -23,6 +24,7 @@ from .config import Config
 from .delayed import DelayedDelivery
 from .dispatch import Dispatcher
 from .hold import HoldService
+from .kvconfig import KVConfig
 from .pulllog import PullLog
 from .locks import LockManager
 from .exposition import MetricsResource
@@ -30,6 +32,7 @@ from .metrics import LiveState, Metrics
 from .permission import BrokerPermission
 from .processors.admin import AdminProcessor
 from .processors.clean import CleanProcessor
+from .processors.config import ConfigProcessor
 from .processors.consumer import ConsumerProcessor
 from .processors.groups import GroupProcessor
 from .processors.lock import LockProcessor
@@ -42,6 +45,7 @@ from .processors.sendback import SendBackProcessor
 from .processors.stats import StatsProcessor
 from .processors.transaction import TransactionProcessor
 from .rejects import Rejections
+from .runtime_config import RuntimeConfig
 from .store import MessageStore
 from .subgroups import SubscriptionGroupTable
 from .timers import TimerService
@@ -137,7 +141,11 @@ class Server:
         # sends and pulls (and by UPDATE_BROKER_CONFIG, through ``set``)
         self.permission = BrokerPermission(config.store_dir / "config" / "brokerPermission.json",
                                            config.broker_permission)  # fmt: skip
-        names = NameServer(config, self.topics, self.permission, groups=self.groups)
+        kv_path = config.store_dir / "config" / "kvConfig.json"
+        self.kv = KVConfig(kv_path, lambda: self.config.kv_config_max_entries)
+        names = NameServer(config, self.topics, self.permission, self.kv, groups=self.groups)
+        self.runtime_config = RuntimeConfig(config, self.config_changed)
+        configuring = ConfigProcessor(config, self.runtime_config, self.topics, str(kv_path))
         self.transactions = TransactionService(
             self.store, self.topics, self.clients,
             TransactionSettings(config.transaction_timeout_ms, config.transaction_check_interval_ms,
@@ -187,7 +195,8 @@ class Server:
         self.dispatcher = Dispatcher(
             [*names.routes(), *send.routes(), *self.pulls.routes(), *self.consumers.routes(), *sendback.routes(),
              *admin.routes(), *locking.routes(), *transacting.routes(),
-             *replying.routes(), *operations.routes(), *stats.routes(), *cleaning.routes(), *grouping.routes()],
+             *replying.routes(), *operations.routes(), *stats.routes(), *cleaning.routes(), *grouping.routes(),
+             *configuring.routes()],
             clock=reactor, on_answer=hooks.on_request, on_reject=self.rejections, access=self.access,
         )  # fmt: skip
         self.ports: list[IListeningPort] = []
@@ -215,10 +224,10 @@ class Server:
             ))  # fmt: skip
         self.delayed.start()
         self.timers.start()
-        expired_s = self.config.channel_expired_ms / 1000
         periodic = [(600.0, self.store.delete_expired), (DISK_CHECK_INTERVAL_S, self.store.check_disk),
                     (IDLE_FILES_INTERVAL_S, self.store.release_idle_files),
-                    (10.0, lambda: self.consumers.close_silent_clients(expired_s)), (0.5, self.pull_log.flush),
+                    (10.0, lambda: self.consumers.close_silent_clients(self.config.channel_expired_ms / 1000)),
+                    (0.5, self.pull_log.flush),
                     (self.config.transaction_check_interval_ms / 1000, self.transactions.check),
                     (OP_FLUSH_S, self.transactions.flush_ops), *self.broker_stats.periodic()]  # fmt: skip
         if self.access is not None:
@@ -240,6 +249,22 @@ class Server:
             addresses=addresses, advertised=self.config.advertised_address, store=self.config.store_dir,
             flush=self.config.flush_disk_type,
         )  # fmt: skip
+
+    def config_changed(self, keys: set[str]) -> None:
+        """Carry a runtime config change (``RuntimeConfig``) into the parts that copied a value at
+        start; every other runtime key is read from ``self.config`` at each use."""
+        c = self.config
+        self.topics.set_template(c.auto_create_topic, c.default_topic_queue_nums)
+        self.holds.max_held, self.holds.max_held_per_conn = c.max_held_pulls, c.max_held_pulls_per_connection
+        self.locks.max_live_s, self.locks.release_on_disconnect = c.lock_max_live_ms / 1000, c.lock_release_on_disconnect
+        self.store.config = dataclasses.replace(
+            self.store.config, max_message_size=c.max_message_size, file_reserved_time_hours=c.file_reserved_time_hours,
+            disk_max_used_space_ratio=c.disk_max_used_space_ratio,
+        )  # fmt: skip
+        self.transactions.settings = dataclasses.replace(
+            self.transactions.settings, timeout_ms=c.transaction_timeout_ms, check_max=c.transaction_check_max
+        )
+        log.info("runtime config applied: {keys}", keys=", ".join(sorted(keys)))
 
     def _recover_topics(self) -> None:
         """Give every topic the store has queues for a config, should topics.json lack it: its

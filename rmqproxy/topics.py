@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import threading
+import time
 from pathlib import Path
 
 from .store.delay import SCHEDULE_TOPIC, TIMER_TOPIC
@@ -128,6 +129,8 @@ class TopicTable:
         for config in builtin:
             self.topics[config.name] = config
         self.system_topics = {c.name for c in builtin}
+        self.version = 0  # goes up at each change (GET_ALL_TOPIC_CONFIG's dataVersion counter)
+        self.version_ms = int(time.time() * 1000)  # when it last went up
         self._lock = threading.Lock()  # the writer thread snapshots what the reactor thread changes
         self._writer = JsonWriter(path, self._snapshot, "rmqproxy-topics-writer")
 
@@ -142,7 +145,7 @@ class TopicTable:
             raise ValueError(problem)
         with self._lock:
             self.topics[config.name] = config
-        self._writer.changed()
+        self._changed()
         return config
 
     def delete(self, topic: str) -> bool:
@@ -151,8 +154,25 @@ class TopicTable:
         with self._lock:
             if self.topics.pop(topic, None) is None:
                 return False
-        self._writer.changed()
+        self._changed()
         return True
+
+    def set_template(self, auto_create: bool, default_queues: int) -> None:
+        """Give TBW102 the perm and queues of ``autoCreateTopicEnable`` and ``defaultTopicQueueNums``
+        (changed at runtime): sends and routes read it at each use."""
+        self.auto_create = auto_create
+        perm = PERM_READ | PERM_WRITE | (PERM_INHERIT if auto_create else 0)
+        template = TopicConfig(AUTO_CREATE_TOPIC, default_queues, default_queues, perm)
+        if self.topics.get(AUTO_CREATE_TOPIC) != template:
+            with self._lock:
+                self.topics[AUTO_CREATE_TOPIC] = template
+            self.version += 1
+            self.version_ms = int(time.time() * 1000)
+
+    def _changed(self) -> None:
+        self.version += 1
+        self.version_ms = int(time.time() * 1000)
+        self._writer.changed()
 
     def create_on_send(self, topic: str, default_topic: str, requested_queues: int) -> TopicConfig | None:
         """Auto-create ``topic`` from its default topic, as the first send of a Java producer

@@ -1,17 +1,19 @@
-"""Name-server role: routes, cluster info, topic lists, KV config (docs/protocol.md, Routes).
+"""Name-server role: routes (with ``orderTopicConf`` when ``orderMessageEnable``), cluster info,
+topic lists, KV config (rmqproxy/kvconfig.py) (docs/protocol.md, Routes).
 
 One process plays both roles, so every route names this broker, at the advertised address.
 """
 
 from __future__ import annotations
 
-from codec.bodies import BrokerData, ClusterInfo, QueueData, TopicList, TopicRouteData
+from codec.bodies import BrokerData, ClusterInfo, KVTable, QueueData, TopicList, TopicRouteData
 from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
-from codec.headers import AddWritePermOfBrokerResponseHeader, WipeWritePermOfBrokerResponseHeader
+from codec.headers import AddWritePermOfBrokerResponseHeader, GetKVConfigResponseHeader, WipeWritePermOfBrokerResponseHeader
 
 from ..config import Config
 from ..dispatch import Route
+from ..kvconfig import ORDER_TOPIC_CONFIG, KVConfig, KVError
 from ..permission import BrokerPermission
 from ..subgroups import SubscriptionGroupTable
 from ..topics import RETRY_PREFIX, TopicTable, check_name
@@ -22,12 +24,13 @@ STANDARD_JSON_ROUTES_SINCE = 401
 
 
 class NameServer:
-    def __init__(self, config: Config, topics: TopicTable, permission: BrokerPermission, *,
+    def __init__(self, config: Config, topics: TopicTable, permission: BrokerPermission, kv: KVConfig, *,
                  groups: SubscriptionGroupTable) -> None:  # fmt: skip
         self.config = config
         self.topics = topics
         self.permission = permission
         self.groups = groups
+        self.kv = kv
 
     def routes(self) -> list[Route]:
         """This processor's entries of the dispatch table."""
@@ -38,6 +41,9 @@ class NameServer:
             Route(RequestCode.GET_TOPICS_BY_CLUSTER, self.topics_by_cluster),
             Route(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS, self.system_topics),
             Route(RequestCode.GET_KV_CONFIG, self.kv_config),
+            Route(RequestCode.PUT_KV_CONFIG, self.put_kv_config),
+            Route(RequestCode.DELETE_KV_CONFIG, self.delete_kv_config),
+            Route(RequestCode.GET_KV_LIST_BY_NAMESPACE, self.kv_list),
             Route(RequestCode.DELETE_TOPIC_IN_NAMESRV, self.delete_topic),
             Route(RequestCode.WIPE_WRITE_PERM_OF_BROKER, self.wipe_write_perm),
             Route(RequestCode.ADD_WRITE_PERM_OF_BROKER, self.add_write_perm),
@@ -68,6 +74,8 @@ class NameServer:
             broker_datas=[self._broker_data()],
             filter_server_table={},
         )  # fmt: skip
+        if self.config.order_message_enable:  # as the reference's name server: only then
+            route.order_topic_conf = self.kv.get(ORDER_TOPIC_CONFIG, header.topic)
         standard = request.version >= STANDARD_JSON_ROUTES_SINCE or bool(header.accept_standard_json_only)
         return request.response(ResponseCode.SUCCESS, body=route.to_json(standard=standard))
 
@@ -89,9 +97,32 @@ class NameServer:
         return request.response(ResponseCode.SUCCESS, body=body.to_json())
 
     def kv_config(self, request: RemotingCommand, header, conn) -> RemotingCommand:
-        return request.response(
-            ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {header.namespace} Key: {header.key}"
-        )
+        value = self.kv.get(header.namespace, header.key)
+        if value is None:
+            return request.response(
+                ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {header.namespace} Key: {header.key}"
+            )
+        return request.response(ResponseCode.SUCCESS, ext_fields=GetKVConfigResponseHeader(value=value).to_ext())
+
+    def put_kv_config(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        try:
+            self.kv.put(header.namespace, header.key, header.value)
+        except (KVError, OSError) as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"KV config not changed: {exc}")
+        return request.response(ResponseCode.SUCCESS)
+
+    def delete_kv_config(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        try:
+            self.kv.delete(header.namespace, header.key)
+        except OSError as exc:
+            return request.response(ResponseCode.SYSTEM_ERROR, f"KV config not changed: {exc}")
+        return request.response(ResponseCode.SUCCESS)
+
+    def kv_list(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        entries = self.kv.namespace(header.namespace)
+        if entries is None:
+            return request.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {header.namespace}")
+        return request.response(ResponseCode.SUCCESS, body=KVTable(entries).to_json())
 
     def delete_topic(self, request: RemotingCommand, header, conn) -> RemotingCommand:
         self.topics.delete(header.topic)

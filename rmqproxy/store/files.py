@@ -27,9 +27,14 @@ def backup_of(path: Path) -> Path:
 def write_json_atomic(path: Path, value: Any) -> None:
     """Replace ``path`` with ``value`` as JSON so a crash or a full disk leaves the old or the new
     file, whole; the old one stays as ``<name>.bak``."""
+    write_bytes_atomic(path, json.dumps(value, sort_keys=True, separators=(",", ":")).encode())
+
+
+def write_bytes_atomic(path: Path, content: bytes) -> None:
+    """Replace ``path`` with ``content`` as ``write_json_atomic`` does (any format, e.g. broker.conf)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    data = memoryview(json.dumps(value, sort_keys=True, separators=(",", ":")).encode())
+    data = memoryview(content)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         while data:

@@ -397,7 +397,7 @@ SIGNED_REFUSALS = {
     "admin-update-topic": _admin_denied(C.UPDATE_AND_CREATE_TOPIC, header(
         C.UPDATE_AND_CREATE_TOPIC, topic="AclWireNew", default_topic="TBW102", read_queue_nums=4,
         write_queue_nums=4, perm=6, topic_filter_type="SINGLE_TAG", order=False)),
-    "admin-update-broker-config": _admin_denied(acl.UPDATE_BROKER_CONFIG, {}, b"brokerPermission=6"),
+    "admin-update-broker-config": _admin_denied(C.UPDATE_BROKER_CONFIG, {}, b"brokerPermission=6"),
     "admin-delete-topic": _admin_denied(C.DELETE_TOPIC_IN_BROKER, {"topic": "AclWire"}),
     "admin-create-group": _admin_denied(C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, b'{"groupName":"AclWireG"}'),
     "admin-delete-group": _admin_denied(C.DELETE_SUBSCRIPTIONGROUP, {"groupName": "AclWireG"}),
