@@ -399,7 +399,7 @@ REQUEST_HEADERS: dict[int, HeaderCodec] = {
     _C.GET_KV_CONFIG: GetKVConfigRequestHeader.CODEC,
     _C.PUT_KV_CONFIG: PutKVConfigRequestHeader.CODEC,
     _C.DELETE_KV_CONFIG: DeleteKVConfigRequestHeader.CODEC,
-    _C.GET_KV_LIST_BY_NAMESPACE: GetKVListByNamespaceRequestHeader.CODEC,
+    _C.GET_KVLIST_BY_NAMESPACE: GetKVListByNamespaceRequestHeader.CODEC,
     _C.REGISTER_BROKER: RegisterBrokerRequestHeader.CODEC,
     _C.UNREGISTER_BROKER: UnRegisterBrokerRequestHeader.CODEC,
     _C.GET_ROUTEINFO_BY_TOPIC: GetRouteInfoRequestHeader.CODEC,

@@ -1,6 +1,6 @@
 """Configuration changed while the server runs: UPDATE_BROKER_CONFIG (25, mqadmin
-``updateBrokerConfig``) and UPDATE_NAMESRV_CONFIG (319, ``updateNamesrvConfig``), and the
-properties text GET_BROKER_CONFIG (26) and GET_NAMESRV_CONFIG (318) answer with.
+``updateBrokerConfig``) and UPDATE_NAMESRV_CONFIG (318, ``updateNamesrvConfig``), and the
+properties text GET_BROKER_CONFIG (26) and GET_NAMESRV_CONFIG (319) answer with.
 
 Only the keys ``SETTINGS`` marks ``runtime`` may change (the name server's: ``runtime`` and
 ``namesrv``): each of them is read from ``Config`` at use, or carried by ``Server.config_changed``

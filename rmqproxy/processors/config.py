@@ -1,5 +1,5 @@
 """Configuration over the wire (docs/operations.md, "Changing configuration at runtime"):
-UPDATE_BROKER_CONFIG (25), GET_NAMESRV_CONFIG (318), UPDATE_NAMESRV_CONFIG (319), and
+UPDATE_BROKER_CONFIG (25), GET_NAMESRV_CONFIG (319), UPDATE_NAMESRV_CONFIG (318), and
 GET_ALL_TOPIC_CONFIG (21, mqadmin ``exportMetadata`` and the console). GET_BROKER_CONFIG (26)
 stays with the admin processor; it reads the same ``Config``, so it shows every change.
 """

@@ -43,7 +43,7 @@ class NameServer:
             Route(RequestCode.GET_KV_CONFIG, self.kv_config),
             Route(RequestCode.PUT_KV_CONFIG, self.put_kv_config),
             Route(RequestCode.DELETE_KV_CONFIG, self.delete_kv_config),
-            Route(RequestCode.GET_KV_LIST_BY_NAMESPACE, self.kv_list),
+            Route(RequestCode.GET_KVLIST_BY_NAMESPACE, self.kv_list),
             Route(RequestCode.DELETE_TOPIC_IN_NAMESRV, self.delete_topic),
             Route(RequestCode.WIPE_WRITE_PERM_OF_BROKER, self.wipe_write_perm),
             Route(RequestCode.ADD_WRITE_PERM_OF_BROKER, self.add_write_perm),

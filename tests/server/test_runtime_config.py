@@ -1,6 +1,6 @@
 """Configuration changed while the server runs (fake reactor): UPDATE_BROKER_CONFIG (25) and
-UPDATE_NAMESRV_CONFIG (319) change each runtime key live and persist it; GET_NAMESRV_CONFIG
-(318), GET_ALL_TOPIC_CONFIG (21) and the name server's KV config (100/101/102/219) with
+UPDATE_NAMESRV_CONFIG (318) change each runtime key live and persist it; GET_NAMESRV_CONFIG
+(319), GET_ALL_TOPIC_CONFIG (21) and the name server's KV config (100/101/102/219) with
 ``orderTopicConf`` in routes."""
 
 from __future__ import annotations
@@ -335,8 +335,8 @@ def test_kv_config_put_get_list_delete_and_persist(tmp_path) -> None:
         assert client.call(C.PUT_KV_CONFIG, namespace="ns", key="j", value="").code == R.SUCCESS
         got = client.call(C.GET_KV_CONFIG, namespace="ns", key="k")
         assert got.code == R.SUCCESS and GetKVConfigResponseHeader.from_ext(got.ext_fields).value == "v2"
-        assert KVTable.from_json(client.call(C.GET_KV_LIST_BY_NAMESPACE, namespace="ns").body).table == {"k": "v2", "j": ""}
-        assert client.call(C.GET_KV_LIST_BY_NAMESPACE, namespace="none").code == R.QUERY_NOT_FOUND
+        assert KVTable.from_json(client.call(C.GET_KVLIST_BY_NAMESPACE, namespace="ns").body).table == {"k": "v2", "j": ""}
+        assert client.call(C.GET_KVLIST_BY_NAMESPACE, namespace="none").code == R.QUERY_NOT_FOUND
         assert client.call(C.DELETE_KV_CONFIG, namespace="ns", key="j").code == R.SUCCESS
         assert client.call(C.DELETE_KV_CONFIG, namespace="ns", key="never").code == R.SUCCESS
     finally:
