@@ -1,6 +1,7 @@
 """Configuration over the wire (docs/operations.md, "Changing configuration at runtime"):
 UPDATE_BROKER_CONFIG (25), GET_NAMESRV_CONFIG (319), UPDATE_NAMESRV_CONFIG (318), and
-GET_ALL_TOPIC_CONFIG (21, mqadmin ``exportMetadata`` and the console). GET_BROKER_CONFIG (26)
+GET_ALL_TOPIC_CONFIG (21, mqadmin ``exportMetadata`` and the console) with
+GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305, which ``exportMetadata`` leaves out). GET_BROKER_CONFIG (26)
 stays with the admin processor; it reads the same ``Config``, so it shows every change.
 """
 
@@ -8,14 +9,14 @@ from __future__ import annotations
 
 from twisted.logger import Logger
 
-from codec.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from codec.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper, TopicList
 from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
 
 from ..config import SETTINGS, Config
 from ..dispatch import Route
 from ..runtime_config import ConfigUpdateError, RuntimeConfig, properties_text
-from ..topics import TopicTable
+from ..topics import SYSTEM_TOPICS, TopicTable, is_system_topic
 
 log = Logger()
 
@@ -34,6 +35,7 @@ class ConfigProcessor:
             Route(RequestCode.GET_NAMESRV_CONFIG, self.namesrv_config),
             Route(RequestCode.UPDATE_NAMESRV_CONFIG, self.update_namesrv_config),
             Route(RequestCode.GET_ALL_TOPIC_CONFIG, self.all_topic_config),
+            Route(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER, self.system_topics),
         ]
 
     def update_broker_config(self, request: RemotingCommand, header, conn) -> RemotingCommand:
@@ -69,3 +71,8 @@ class ConfigProcessor:
         }  # fmt: skip
         body = TopicConfigSerializeWrapper(table, DataVersion(counter=self.topics.version, timestamp=self.topics.version_ms))
         return request.response(ResponseCode.SUCCESS, body=body.to_json())
+
+    def system_topics(self, request: RemotingCommand, header, conn) -> RemotingCommand:
+        """The broker's system topics (the reference's ``TopicValidator`` set, and any ``rmq_sys_*``)."""
+        names = SYSTEM_TOPICS | {name for name in list(self.topics.topics) if is_system_topic(name)}
+        return request.response(ResponseCode.SUCCESS, body=TopicList(sorted(names)).to_json())

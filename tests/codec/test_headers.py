@@ -57,7 +57,7 @@ def test_every_request_code_of_the_protocol_table_is_covered() -> None:
         RequestCode.CLEAN_UNUSED_TOPIC, RequestCode.DELETE_EXPIRED_COMMITLOG,
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
         RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.UPDATE_BROKER_CONFIG,
-        RequestCode.GET_NAMESRV_CONFIG, RequestCode.UPDATE_NAMESRV_CONFIG,
+        RequestCode.GET_NAMESRV_CONFIG, RequestCode.UPDATE_NAMESRV_CONFIG, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER,
     }  # fmt: skip
     wire_codes = {c for c in RequestCode if c < 400}
     assert wire_codes - set(REQUEST_HEADERS) == without_header

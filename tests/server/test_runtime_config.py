@@ -14,11 +14,10 @@ import pytest
 
 from codec.bodies import (
     CheckClientRequestBody,
-    HeartbeatData,
     KVTable,
-    ProducerData,
     SubscriptionData,
     TopicConfigSerializeWrapper,
+    TopicList,
     TopicRouteData,
 )
 from codec.codes import RequestCode as C
@@ -401,5 +400,19 @@ def test_all_topic_config_lists_every_topic_with_a_version_that_moves(tmp_path) 
         assert (made.topic_name, made.read_queue_nums, made.write_queue_nums, made.perm, made.order) == ("Made", 3, 3, 6, True)
         assert second.data_version.counter > first.data_version.counter
         assert json.loads(answer.body)["dataVersion"]["counter"] == second.data_version.counter
+    finally:
+        server.stop()
+
+
+def test_system_topic_list_from_broker_names_what_export_metadata_leaves_out(tmp_path) -> None:
+    server, _ = make_server(tmp_path)
+    try:
+        client = Client(server)
+        send(client, "UserTopic")
+        server.topics.ensure("rmq_sys_wheel", 1)
+        answer = client.call(C.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
+        names = set(TopicList.from_json(answer.body).topic_list)
+        assert {"TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "rmq_sys_wheel"} <= names
+        assert "UserTopic" not in names and "DefaultCluster" not in names
     finally:
         server.stop()
