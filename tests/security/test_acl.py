@@ -311,3 +311,27 @@ def test_the_write_switch_needs_an_admin_and_the_clean_commands_a_signature(tmp_
             assert alice.call(code).code == R.SUCCESS
     finally:
         server.stop()
+
+
+def test_config_changes_need_an_admin_and_name_server_config_reads_are_open(tmp_path) -> None:
+    """UPDATE_BROKER_CONFIG (25) is an admin code as in the reference; so here are the name
+    server's changes (KV puts and deletes, UPDATE_NAMESRV_CONFIG), which one port serves."""
+    server, _ = acl_server(tmp_path)
+    try:
+        alice = Signed(server, "alice-key", SECRET)
+        for code, fields, body in ((C.UPDATE_BROKER_CONFIG, {}, b"maxHeldPulls=5"),
+                                   (C.UPDATE_NAMESRV_CONFIG, {}, b"orderMessageEnable=true"),
+                                   (C.PUT_KV_CONFIG, {"namespace": "ns", "key": "k", "value": "v"}, b""),
+                                   (C.DELETE_KV_CONFIG, {"namespace": "ns", "key": "k"}, b"")):  # fmt: skip
+            answer = alice.call(code, body=body, **fields)
+            assert denied(answer, f"Need admin permission for request code={code}, but accessKey=alice-key is not")
+        assert server.holds.max_held == 100_000 and not server.config.order_message_enable and server.kv.count == 0
+        admin = Signed(server, "admin-key", "12345678")
+        assert admin.call(C.UPDATE_BROKER_CONFIG, body=b"maxHeldPulls=5").code == R.SUCCESS
+        assert admin.call(C.PUT_KV_CONFIG, namespace="ns", key="k", value="v").code == R.SUCCESS
+        anyone = Signed(server, None, None)
+        assert anyone.call(C.GET_NAMESRV_CONFIG).code == R.SUCCESS
+        assert anyone.call(C.GET_KVLIST_BY_NAMESPACE, namespace="ns").code == R.SUCCESS
+        assert server.holds.max_held == 5
+    finally:
+        server.stop()
