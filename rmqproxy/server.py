@@ -264,6 +264,10 @@ class Server:
         self.transactions.settings = dataclasses.replace(
             self.transactions.settings, timeout_ms=c.transaction_timeout_ms, check_max=c.transaction_check_max
         )
+        self.reply_buffers.per_connection = c.max_buffered_reply_bytes_per_connection
+        self.reply_buffers.limit = c.max_buffered_reply_bytes
+        for conn in self.connections:  # new ones read it from the config as they are built
+            conn.max_in_flight = c.max_in_flight_requests_per_connection
         log.info("runtime config applied: {keys}", keys=", ".join(sorted(keys)))
 
     def _recover_topics(self) -> None:

@@ -87,6 +87,15 @@ def _held_pull_answer(server, reactor) -> int | None:
     return None if answer is None else answer.code
 
 
+def _second_request_on_one_connection(server, reactor) -> int:
+    """One connection, made before the change: a held pull, then a cluster-info request."""
+    client = server.__dict__.setdefault("probe_client", Client(server))
+    topic = f"Empty{next(_names)}"
+    server.topics.ensure(topic, 1)
+    pull(client, topic, 0, sys_flag=0x2)
+    return client.call(C.GET_BROKER_CLUSTER_INFO).code
+
+
 def _big_send(server, reactor) -> int:
     return send(Client(server), "Big", body=b"x" * 2000).code
 
@@ -154,6 +163,9 @@ PROBES: dict[str, tuple[str, str, Callable[[Any, Any], Any], Any]] = {
     "maxPullSuspendTimeMillis": ("500", "", _answered_within(0.5), True),
     "maxHeldPulls": ("0", "", _held_pull_answer, R.PULL_NOT_FOUND),
     "maxHeldPullsPerConnection": ("0", "", _held_pull_answer, R.SYSTEM_BUSY),
+    "maxInFlightRequestsPerConnection": ("1", "", _second_request_on_one_connection, R.SYSTEM_BUSY),
+    "maxBufferedReplyBytesPerConnection": ("4096", "", _attr(lambda s: s.reply_buffers.per_connection), 4096),
+    "maxBufferedReplyBytes": ("65536", "", _attr(lambda s: s.reply_buffers.limit), 65536),
     "lockReleaseOnDisconnect": ("immediate", "", _attr(lambda s: s.locks.release_on_disconnect), "immediate"),
     "rebalanceLockMaxLiveTime": ("5000", "", _attr(lambda s: s.locks.max_live_s), 5.0),
     "maxMessageSize": ("1024", "", _big_send, R.MESSAGE_ILLEGAL),
