@@ -105,7 +105,9 @@ class RuntimeConfig:
             raise ConfigUpdateError(ResponseCode.SYSTEM_ERROR, f"config not changed: {exc}") from None
         path = self.config.config_file
         try:
-            write_bytes_atomic(path, broker_config_text(changed).encode("utf-8"))
+            # the file keeps its permissions: it may hold a key password (tls.server.keyPassword)
+            mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+            write_bytes_atomic(path, broker_config_text(changed).encode("utf-8"), mode)
         except OSError as exc:
             raise ConfigUpdateError(ResponseCode.SYSTEM_ERROR, f"config not changed: cannot write {path}: {exc}") from None
         for field, value in values.items():

@@ -268,7 +268,6 @@ class Server:
         self.reply_buffers.limit = c.max_buffered_reply_bytes
         for conn in self.connections:  # new ones read it from the config as they are built
             conn.max_in_flight = c.max_in_flight_requests_per_connection
-        log.info("runtime config applied: {keys}", keys=", ".join(sorted(keys)))
 
     def _recover_topics(self) -> None:
         """Give every topic the store has queues for a config, should topics.json lack it: its

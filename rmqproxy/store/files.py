@@ -30,12 +30,14 @@ def write_json_atomic(path: Path, value: Any) -> None:
     write_bytes_atomic(path, json.dumps(value, sort_keys=True, separators=(",", ":")).encode())
 
 
-def write_bytes_atomic(path: Path, content: bytes) -> None:
-    """Replace ``path`` with ``content`` as ``write_json_atomic`` does (any format, e.g. broker.conf)."""
+def write_bytes_atomic(path: Path, content: bytes, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``content`` as ``write_json_atomic`` does (any format, e.g. broker.conf),
+    the new file with permissions ``mode``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     data = memoryview(content)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    tmp.unlink(missing_ok=True)  # a leftover would keep its own permissions
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         while data:
             data = data[os.write(fd, data):]

@@ -303,6 +303,18 @@ def test_a_config_file_that_cannot_be_written_refuses_the_change(tmp_path) -> No
         server.stop()
 
 
+def test_the_conf_file_keeps_its_permissions(tmp_path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"storePathRootDir={tmp_path / 'store'}\nmetricsPromExporterPort=0\ntls.server.keyPassword=secret\n")
+    conf.chmod(0o600)
+    server, _ = _start(conf)
+    try:
+        assert update(Client(server), "maxHeldPulls=9").code == R.SUCCESS
+    finally:
+        server.stop()
+    assert conf.stat().st_mode & 0o777 == 0o600 and load(conf).max_held_pulls == 9
+
+
 def test_values_are_escaped_so_the_file_reads_back_the_same(tmp_path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text(f"storePathRootDir={tmp_path / 'store'}\nmetricsPromExporterPort=0\nodd\\ key=  a\\\\b\\nc\n")
