@@ -23,6 +23,7 @@ from codec.bodies import (
     ConsumerRunningInfo,
     ConsumeStats,
     ConsumeStatus,
+    DataVersion,
     GetConsumerListByGroupResponseBody,
     GroupList,
     HeartbeatData,
@@ -35,6 +36,8 @@ from codec.bodies import (
     ProducerData,
     QueueData,
     SubscriptionData,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
     TopicList,
     TopicOffset,
     TopicRouteData,
@@ -475,6 +478,11 @@ def body_cases(line: str) -> dict[str, object]:
             {_mq(1): ProcessQueueInfo(commit_offset=5, cached_msg_count=2, locked=True, last_pull_timestamp=17)},
             {"T": ConsumeStatus(15001.5, 0.25, 1.0, 2.0, 0.0, 3)},
             "",
+        ),
+        "TopicConfigSerializeWrapper": TopicConfigSerializeWrapper(
+            {name: TopicConfig(name, q, q, perm, "SINGLE_TAG", 0, order, {} if v5 else None)
+             for name, q, perm, order in (("TBW102", 8, 7, False), ("Orders", 4, 6, True), ("%RETRY%cg", 1, 6, False))},
+            DataVersion(3, 1700000000123, 0 if v5 else None),
         ),
     }  # fmt: skip
 
