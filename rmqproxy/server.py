@@ -204,6 +204,7 @@ class Server:
         self.reply_buffers = ReplyBuffers(config.max_buffered_reply_bytes_per_connection, config.max_buffered_reply_bytes)
         self._all_closed: defer.Deferred | None = None
         self._loops: list[task.LoopingCall] = []
+        self._loop_of: dict[Any, task.LoopingCall] = {}  # periodic function -> its loop
 
     def start(self) -> None:
         self.store.start()
@@ -237,8 +238,9 @@ class Server:
         for interval, fn in periodic:
             loop = task.LoopingCall(fn)
             loop.clock = self.reactor
-            loop.start(interval, now=False).addErrback(lambda f: log.failure("periodic task failed", f))
+            self._start_loop(loop, interval)
             self._loops.append(loop)
+            self._loop_of[fn] = loop
         if self.config.extra:
             ignored = ", ".join(sorted(self.config.extra))
             log.warn("broker.conf keys rmqproxy does not use, ignored: {keys}", keys=ignored)
@@ -249,6 +251,10 @@ class Server:
             addresses=addresses, advertised=self.config.advertised_address, store=self.config.store_dir,
             flush=self.config.flush_disk_type,
         )  # fmt: skip
+
+    @staticmethod
+    def _start_loop(loop: task.LoopingCall, interval: float) -> None:
+        loop.start(interval, now=False).addErrback(lambda f: log.failure("periodic task failed", f))
 
     def config_changed(self, keys: set[str]) -> None:
         """Carry a runtime config change (``RuntimeConfig``) into the parts that copied a value at
@@ -268,6 +274,12 @@ class Server:
         self.reply_buffers.limit = c.max_buffered_reply_bytes
         for conn in self.connections:  # new ones read it from the config as they are built
             conn.max_in_flight = c.max_in_flight_requests_per_connection
+        for fn, interval in ((self.transactions.check, c.transaction_check_interval_ms / 1000),
+                             (self.client_stats.poll, float(c.client_stats_interval_s))):  # fmt: skip
+            loop = self._loop_of.get(fn)
+            if loop is not None and loop.running and loop.interval != interval:
+                loop.stop()  # the next run comes one new interval from now
+                self._start_loop(loop, interval)
 
     def _recover_topics(self) -> None:
         """Give every topic the store has queues for a config, should topics.json lack it: its

@@ -147,6 +147,22 @@ def _kv_put(server, reactor) -> int:
     return Client(server).call(C.PUT_KV_CONFIG, namespace="ns", key=f"k{next(_names)}", value="v").code
 
 
+def _runs_within(seconds: float, task: Callable[[Any], Any]) -> Callable[[Any, Any], bool]:
+    """Whether a periodic task runs in the next ``seconds`` (counted through its loop)."""
+
+    def probe(server, reactor) -> bool:
+        loop = server._loop_of[task(server)]
+        runs = []
+        original, loop.f = loop.f, lambda: runs.append(1)
+        try:
+            reactor.advance(seconds)
+        finally:
+            loop.f = original
+        return bool(runs)
+
+    return probe
+
+
 def _attr(get: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
     """A value a part copied at start, seen in that part (no client sees it in one request)."""
     return lambda server, reactor: get(server)
@@ -178,6 +194,8 @@ PROBES: dict[str, tuple[str, str, Callable[[Any, Any], Any], Any]] = {
     "storeReplyMessageEnable": ("false", "", _reply_stored, False),
     "rejectTransactionMessage": ("true", "", _half_send, R.NO_PERMISSION),
     "transactionTimeOut": ("1000", "", _attr(lambda s: s.transactions.settings.timeout_ms), 1000),
+    "transactionCheckInterval": ("2000", "", _runs_within(3.0, lambda s: s.transactions.check), True),
+    "clientStatsIntervalSeconds": ("5", "", _runs_within(6.0, lambda s: s.client_stats.poll), True),
     "transactionCheckMax": ("3", "", _attr(lambda s: s.transactions.settings.check_max), 3),
     "orderMessageEnable": ("true", "", _order_conf_in_route, "rmqproxy-a:8"),
     "kvConfigMaxEntries": ("0", "", _kv_put, R.SYSTEM_ERROR),
