@@ -260,6 +260,27 @@ def test_changes_are_written_to_the_conf_file_and_survive_a_restart(tmp_path) ->
         server.stop()
 
 
+def test_every_runtime_key_survives_a_restart_in_force(tmp_path) -> None:
+    """All runtime keys changed in one request; after a restart on the same file each has its new
+    value, and the parts that copy one at start hold it."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"storePathRootDir={tmp_path / 'store'}\nmetricsPromExporterPort=0\n")
+    changes = {key: value for key, (value, _setup, _probe, _expected) in PROBES.items()}
+    server, _ = _start(conf)
+    try:
+        assert update(Client(server), "".join(f"{k}={v}\n" for k, v in changes.items())).code == R.SUCCESS
+    finally:
+        server.stop()
+    server, _ = _start(conf)
+    try:
+        seen = broker_config(Client(server))
+        assert {key: seen[key] for key in changes} == changes
+        assert (server.holds.max_held, server.locks.max_live_s, server.store.config.max_message_size) == (0, 5.0, 1024)
+        assert server.topics.get("TBW102").write_queue_nums == 2 and server.reply_buffers.limit == 65536
+    finally:
+        server.stop()
+
+
 def test_without_a_conf_file_changes_go_to_the_stores_broker_properties(tmp_path) -> None:
     server, _ = make_server(tmp_path)
     try:
