@@ -28,6 +28,10 @@ from .config import SETTINGS, Config, Setting, convert, java_text, parse_propert
 from .store.files import write_bytes_atomic
 
 _BY_KEY = {s.key: s for s in SETTINGS}
+#: Keys that change at runtime, but not through an update: where to change them instead.
+_CHANGED_ELSEWHERE = {
+    "brokerPermission": "mqadmin wipeWritePerm and addWritePerm change it at runtime (rmqproxy/permission.py)",
+}
 _BOOLEANS = ("true", "false")
 
 
@@ -130,10 +134,11 @@ class RuntimeConfig:
                 + ", ".join(runtime_keys(namesrv=namesrv)),
             )
         if not setting.runtime:
+            instead = _CHANGED_ELSEWHERE.get(key, "set it in broker.conf and restart")
             raise ConfigUpdateError(
                 ResponseCode.NO_PERMISSION,
-                f"Can not update config in black list: {key} does not take effect at runtime in rmqproxy; "
-                "set it in broker.conf and restart",
+                f"Can not update config in black list: {key} does not take effect at runtime in rmqproxy "
+                f"through {'updateNamesrvConfig' if namesrv else 'updateBrokerConfig'}; {instead}",
             )
         return setting
 

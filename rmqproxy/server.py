@@ -138,7 +138,7 @@ class Server:
         self.timers = TimerService(self.store, reactor.seconds, lambda fire: precise_alarm(reactor, fire))
         self.store.add_arrival_listener(self.timers.arrived)
         # brokerPermission: one object, switched by wipeWritePerm/addWritePerm, read by routes,
-        # sends and pulls (and by UPDATE_BROKER_CONFIG, through ``set``)
+        # sends and pulls (UPDATE_BROKER_CONFIG refuses the key, pointing at those: runtime_config.py)
         self.permission = BrokerPermission(config.store_dir / "config" / "brokerPermission.json",
                                            config.broker_permission)  # fmt: skip
         kv_path = config.store_dir / "config" / "kvConfig.json"

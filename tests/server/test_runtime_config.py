@@ -296,6 +296,8 @@ def test_without_a_conf_file_changes_go_to_the_stores_broker_properties(tmp_path
     ("noSuchKey=1", R.NO_PERMISSION, "Can not update config: noSuchKey is not a broker key of rmqproxy"),
     ("listenPort=10911", R.NO_PERMISSION, "Can not update config in black list: listenPort does not take effect"),
     ("brokerConfigPath=/tmp/x", R.NO_PERMISSION, "Can not update config in black list: brokerConfigPath"),
+    ("brokerPermission=4", R.NO_PERMISSION, "Can not update config in black list: brokerPermission does not take effect "
+                                            "at runtime in rmqproxy through updateBrokerConfig; mqadmin wipeWritePerm"),
     ("namesrvAddr=a:1", R.NO_PERMISSION, "Can not update config: namesrvAddr is not a broker key"),
     ("maxMessageSize=big", R.SYSTEM_ERROR, "maxMessageSize='big' is not a valid int"),
     ("longPollingEnable=yes", R.SYSTEM_ERROR, "longPollingEnable='yes' is not true or false"),
