@@ -261,6 +261,7 @@ class Server:
         start; every other runtime key is read from ``self.config`` at each use."""
         c = self.config
         self.topics.set_template(c.auto_create_topic, c.default_topic_queue_nums)
+        self.groups.auto_create = c.auto_create_group
         self.holds.max_held, self.holds.max_held_per_conn = c.max_held_pulls, c.max_held_pulls_per_connection
         self.locks.max_live_s, self.locks.release_on_disconnect = c.lock_max_live_ms / 1000, c.lock_release_on_disconnect
         self.store.config = dataclasses.replace(

@@ -482,7 +482,7 @@ def body_cases(line: str) -> dict[str, object]:
         "TopicConfigSerializeWrapper": TopicConfigSerializeWrapper(
             {name: TopicConfig(name, q, q, perm, "SINGLE_TAG", 0, order, {} if v5 else None)
              for name, q, perm, order in (("TBW102", 8, 7, False), ("Orders", 4, 6, True), ("%RETRY%cg", 1, 6, False))},
-            DataVersion(3, 1700000000123, 0 if v5 else None),
+            DataVersion(counter=3, timestamp=1700000000123, state_version=0 if v5 else None),
         ),
     }  # fmt: skip
 

@@ -53,8 +53,12 @@ def _new_topic_send(server, reactor) -> int:
     return send(Client(server), f"Fresh{next(_names)}").code
 
 
-def _retry_route(server, reactor) -> int:
-    return route(Client(server), f"%RETRY%g{next(_names)}").code
+def _new_group(server, reactor) -> tuple[int, int]:
+    """A new group's retry-topic route, and its first pull."""
+    client, group = Client(server), f"g{next(_names)}"
+    server.topics.ensure("T", 1)
+    answer = client.answer(pull(client, "T", 0, group=group))
+    return route(client, f"%RETRY%{group}").code, answer.code
 
 
 def _template_queues(server, reactor) -> int:
@@ -171,7 +175,7 @@ def _attr(get: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
 #: key -> (value to set, settings set first or "", probe, what the probe sees after the change)
 PROBES: dict[str, tuple[str, str, Callable[[Any, Any], Any], Any]] = {
     "autoCreateTopicEnable": ("false", "", _new_topic_send, R.TOPIC_NOT_EXIST),
-    "autoCreateSubscriptionGroup": ("false", "", _retry_route, R.TOPIC_NOT_EXIST),
+    "autoCreateSubscriptionGroup": ("false", "", _new_group, (R.TOPIC_NOT_EXIST, R.SUBSCRIPTION_GROUP_NOT_EXIST)),
     "defaultTopicQueueNums": ("2", "", _template_queues, 2),
     "maxTopicQueueNums": ("4", "", _create_8_queues, R.SYSTEM_ERROR),
     "longPollingEnable": ("false", "", _answered_within(1.0), True),
