@@ -107,7 +107,7 @@ SETTINGS: tuple[Setting, ...] = (
             "also store replies to requests in <cluster>_REPLY_TOPIC (they are pushed to the requester either way)", runtime=True),
     Setting("brokerPermission", "broker_permission", int, 6,
             "READ 4 | WRITE 2: without WRITE sends are refused and routes show no write queues; "
-            "wipeWritePerm/addWritePerm change it at runtime"),
+            "wipeWritePerm/addWritePerm also change it at runtime", runtime=True, low=0),
     Setting("rejectTransactionMessage", "reject_transaction_message", bool, False,
             "refuse transactional (half) messages with NO_PERMISSION", runtime=True),
     Setting("transactionTimeOut", "transaction_timeout_ms", int, 6000,

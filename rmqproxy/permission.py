@@ -3,7 +3,7 @@ whether this broker takes writes and reads (docs/operations.md, "Write permissio
 
 mqadmin ``wipeWritePerm`` (205) and ``addWritePerm`` (327) change it through the name-server role,
 ``brokerPermission`` in broker.conf sets it at start, and a runtime change of that key
-(UPDATE_BROKER_CONFIG) is to call ``set``. Routes advertise each topic's perm masked by it, sends
+(UPDATE_BROKER_CONFIG, mqadmin ``updateBrokerConfig -k brokerPermission``) calls ``configure``. Routes advertise each topic's perm masked by it, sends
 and send-backs are refused NO_PERMISSION while it lacks WRITE, pulls while it lacks READ.
 
 A runtime change is kept in ``<store>/config/brokerPermission.json`` with the broker.conf value it
@@ -71,6 +71,12 @@ class BrokerPermission:
             log.info("brokerPermission {old} -> {new}", old=self.perm, new=perm)
         self.perm = perm
         self._derive()
+
+    def configure(self, perm: int) -> None:
+        """``brokerPermission`` changed in broker.conf at runtime (UPDATE_BROKER_CONFIG, which
+        persists the file): it is the configured value from now on, and the current one."""
+        self.configured = perm
+        self.set(perm)
 
     def wipe_write(self) -> None:
         """Take WRITE away (``wipeWritePerm``)."""

@@ -29,9 +29,7 @@ from .store.files import write_bytes_atomic
 
 _BY_KEY = {s.key: s for s in SETTINGS}
 #: Keys that change at runtime, but not through an update: where to change them instead.
-_CHANGED_ELSEWHERE = {
-    "brokerPermission": "mqadmin wipeWritePerm and addWritePerm change it at runtime (rmqproxy/permission.py)",
-}
+_CHANGED_ELSEWHERE: dict[str, str] = {}
 _BOOLEANS = ("true", "false")
 
 

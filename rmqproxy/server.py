@@ -262,6 +262,8 @@ class Server:
         c = self.config
         self.topics.set_template(c.auto_create_topic, c.default_topic_queue_nums)
         self.groups.auto_create = c.auto_create_group
+        if c.broker_permission != self.permission.configured:
+            self.permission.configure(c.broker_permission)
         self.holds.max_held, self.holds.max_held_per_conn = c.max_held_pulls, c.max_held_pulls_per_connection
         self.locks.max_live_s, self.locks.release_on_disconnect = c.lock_max_live_ms / 1000, c.lock_release_on_disconnect
         self.store.config = dataclasses.replace(

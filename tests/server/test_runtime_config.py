@@ -53,6 +53,11 @@ def _new_topic_send(server, reactor) -> int:
     return send(Client(server), f"Fresh{next(_names)}").code
 
 
+def _send_to_existing_topic(server, reactor) -> int:
+    server.topics.ensure("Existing", 1)
+    return send(Client(server), "Existing").code
+
+
 def _new_group(server, reactor) -> tuple[int, int]:
     """A new group's retry-topic route, and its first pull."""
     client, group = Client(server), f"g{next(_names)}"
@@ -197,6 +202,7 @@ PROBES: dict[str, tuple[str, str, Callable[[Any, Any], Any], Any]] = {
     "timerMaxDelaySec": ("10", "", _timer_send(60), R.MESSAGE_ILLEGAL),
     "storeReplyMessageEnable": ("false", "", _reply_stored, False),
     "rejectTransactionMessage": ("true", "", _half_send, R.NO_PERMISSION),
+    "brokerPermission": ("4", "", _send_to_existing_topic, R.NO_PERMISSION),
     "transactionTimeOut": ("1000", "", _attr(lambda s: s.transactions.settings.timeout_ms), 1000),
     "transactionCheckInterval": ("2000", "", _runs_within(3.0, lambda s: s.transactions.check), True),
     "clientStatsIntervalSeconds": ("5", "", _runs_within(6.0, lambda s: s.client_stats.poll), True),
@@ -300,8 +306,7 @@ def test_without_a_conf_file_changes_go_to_the_stores_broker_properties(tmp_path
     ("noSuchKey=1", R.NO_PERMISSION, "Can not update config: noSuchKey is not a broker key of rmqproxy"),
     ("listenPort=10911", R.NO_PERMISSION, "Can not update config in black list: listenPort does not take effect"),
     ("brokerConfigPath=/tmp/x", R.NO_PERMISSION, "Can not update config in black list: brokerConfigPath"),
-    ("brokerPermission=4", R.NO_PERMISSION, "Can not update config in black list: brokerPermission does not take effect "
-                                            "at runtime in rmqproxy through updateBrokerConfig; mqadmin wipeWritePerm"),
+    ("brokerPermission=8", R.SYSTEM_ERROR, "config not changed: brokerPermission must be 0 to 7"),
     ("namesrvAddr=a:1", R.NO_PERMISSION, "Can not update config: namesrvAddr is not a broker key"),
     ("maxMessageSize=big", R.SYSTEM_ERROR, "maxMessageSize='big' is not a valid int"),
     ("longPollingEnable=yes", R.SYSTEM_ERROR, "longPollingEnable='yes' is not true or false"),
