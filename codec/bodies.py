@@ -397,25 +397,6 @@ class GroupList(Body):
 
 
 @dataclasses.dataclass
-class TopicConfigAndQueueMapping(Body):
-    """GET_TOPIC_CONFIG (351, 5.x) answer: a TopicConfig (``mappingDetail`` of static topics omitted)."""
-
-    topic_name: str | None = jfield("topicName", STR)
-    read_queue_nums: int = jfield("readQueueNums", INT, 0)
-    write_queue_nums: int = jfield("writeQueueNums", INT, 0)
-    perm: int = jfield("perm", INT, 0)
-    topic_filter_type: str = jfield("topicFilterType", STR, "SINGLE_TAG")
-    topic_sys_flag: int = jfield("topicSysFlag", INT, 0)
-    order: bool = jfield("order", BOOL, False)
-    attributes: dict[str, str] = jfield("attributes", MapOf(STR, STR), factory=dict)
-
-
-@dataclasses.dataclass
-class KVTable(Body):
-    table: dict[str, str] = jfield("table", MapOf(STR, STR), factory=dict)
-
-
-@dataclasses.dataclass
 class TopicConfig(Body):
     """One topic of GET_ALL_TOPIC_CONFIG (the broker's ``topics.json`` entry); 5.x adds ``attributes``."""
 
@@ -427,6 +408,19 @@ class TopicConfig(Body):
     topic_sys_flag: int = jfield("topicSysFlag", INT, 0)
     order: bool = jfield("order", BOOL, False)
     attributes: dict[str, str] | None = jfield("attributes", MapOf(STR, STR))
+
+
+@dataclasses.dataclass
+class TopicConfigAndQueueMapping(TopicConfig):
+    """GET_TOPIC_CONFIG (351, 5.x) answer: a TopicConfig whose ``attributes`` are always written
+    (``mappingDetail`` of static topics omitted)."""
+
+    attributes: dict[str, str] = jfield("attributes", MapOf(STR, STR), factory=dict)
+
+
+@dataclasses.dataclass
+class KVTable(Body):
+    table: dict[str, str] = jfield("table", MapOf(STR, STR), factory=dict)
 
 
 # --- offsets and stats ----------------------------------------------------------------------
