@@ -121,7 +121,10 @@ class PullProcessor:
             self._emit(pull, None, arrived, WAKE_NONE, outcome)
         return outcome
 
-    def _serve(self, pull: PullContext) -> RemotingCommand | defer.Deferred:
+    def _refusal(self, pull: PullContext) -> RemotingCommand | None:
+        """The answer to a pull the broker, its group or its topic does not allow now, or None.
+        Checked again when a held pull wakes, as the reference re-runs a woken pull: a group
+        disabled or a topic made unreadable meanwhile gets no messages."""
         request, header, conn = pull.request, pull.header, pull.conn
         if self.permission is not None and not self.permission.readable:
             return request.response(
@@ -151,6 +154,14 @@ class PullProcessor:
                 f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] topicConfig.readQueueNums:"
                 f"[{topic.read_queue_nums}] consumer:[{conn.remote}]",
             )
+        return None
+
+    def _serve(self, pull: PullContext) -> RemotingCommand | defer.Deferred:
+        request, header, conn = pull.request, pull.header, pull.conn
+        refused = self._refusal(pull)
+        if refused is not None:
+            return refused
+        group_config = self.groups.find(header.consumer_group)
         sys_flag = header.sys_flag
         if sys_flag & SYSFLAG_SUBSCRIPTION:
             if (header.expression_type or "TAG") == "TAG":
@@ -247,6 +258,11 @@ class PullProcessor:
             woke = self.clock.seconds()
             if wake == WAKE_DISCONNECT:
                 self._emit(pull, started, woke, wake, None)
+                return True
+            refused = self._refusal(pull)
+            if refused is not None:
+                self._emit(pull, started, woke, wake, refused)
+                d.callback(refused)
                 return True
             result = read()
             if result.status != GetStatus.FOUND and not final:

@@ -258,6 +258,20 @@ def test_consume_enable_false_refuses_pulls_until_enabled(broker) -> None:
     assert pulled(client, "T", "off").code == R.SUCCESS
 
 
+def test_a_held_pull_of_a_group_disabled_meanwhile_wakes_to_the_refusal_not_the_message(broker) -> None:
+    """The reference re-runs a woken pull: consumeEnable=false set while a pull is held stops it too."""
+    server, _ = broker
+    consumer, admin = Client(server, "c@1"), Client(server, "admin@1")
+    send(admin, "T")
+    opaque = pull(consumer, "T", 1, group="held", sys_flag=0x2)
+    assert consumer.answer(opaque) is None and server.holds.count == 1
+    assert update(admin, "held", consume_enable=False).code == R.SUCCESS
+    send(admin, "T")  # wakes the held pull
+    answer = consumer.answer(opaque)
+    assert (answer.code, answer.remark) == (R.NO_PERMISSION, "subscription group no permission, held")
+    assert server.holds.count == 0
+
+
 def test_consume_broadcast_enable_false_refuses_a_broadcast_consumer_only(broker) -> None:
     server, _ = broker
     client = Client(server)
