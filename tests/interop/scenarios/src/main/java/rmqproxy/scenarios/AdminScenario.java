@@ -115,7 +115,7 @@ final class AdminScenario {
         return runOne(args.toArray(new String[0]), options);
     }
 
-    private static void prepareHome() throws Exception {
+    static void prepareHome() throws Exception {
         if (System.getProperty("rocketmq.home.dir") != null) {
             return;
         }
@@ -137,7 +137,7 @@ final class AdminScenario {
         System.setProperty("rocketmq.home.dir", home.toString());
     }
 
-    private static Map<String, Object> runOne(String[] args, Options options) {
+    private static Map<String, Object> runOne(String[] args, Options options) throws Exception {
         Map<String, Object> r = new LinkedHashMap<>();
         r.put("name", args[0]);
         r.put("args", Arrays.asList(args));
@@ -151,6 +151,14 @@ final class AdminScenario {
             r.put("elapsed_ms", 0);
             return r;
         }
+        r.putAll(runArgs(args));
+        return r;
+    }
+
+    /** Run one mqadmin command line already checked against its options; {stdout, stderr, thrown, elapsed_ms}. */
+    static Map<String, Object> runArgs(String[] args) throws Exception {
+        prepareHome();
+        Map<String, Object> r = new LinkedHashMap<>();
         ByteArrayOutputStream outBuf = new ByteArrayOutputStream();
         ByteArrayOutputStream errBuf = new ByteArrayOutputStream();
         PrintStream savedOut = System.out;

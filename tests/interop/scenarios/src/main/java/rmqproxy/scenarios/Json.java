@@ -1,9 +1,16 @@
 package rmqproxy.scenarios;
 
+import java.util.ArrayList;
 import java.util.Collection;
+import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 
-/** A minimal JSON writer for the RESULT line: maps, collections, arrays of objects, strings, numbers, booleans, null. */
+/**
+ * A minimal JSON writer for the RESULT line: maps, collections, arrays of objects, strings, numbers,
+ * booleans, null; and a reader for the adminshell's request lines (objects, arrays, strings,
+ * numbers as their text, true/false/null).
+ */
 final class Json {
     private Json() {
     }
@@ -95,5 +102,134 @@ final class Json {
             }
         }
         sb.append('"');
+    }
+
+    /** Parse one JSON value: Map, List, String (numbers too, as written), Boolean or null. */
+    static Object read(String text) {
+        int[] pos = {0};
+        Object v = value(text, pos);
+        skip(text, pos);
+        if (pos[0] != text.length()) {
+            throw new IllegalArgumentException("trailing characters at " + pos[0]);
+        }
+        return v;
+    }
+
+    private static void skip(String t, int[] pos) {
+        while (pos[0] < t.length() && Character.isWhitespace(t.charAt(pos[0]))) {
+            pos[0]++;
+        }
+    }
+
+    private static Object value(String t, int[] pos) {
+        skip(t, pos);
+        if (pos[0] >= t.length()) {
+            throw new IllegalArgumentException("unexpected end of JSON");
+        }
+        char c = t.charAt(pos[0]);
+        if (c == '{') {
+            pos[0]++;
+            Map<String, Object> m = new LinkedHashMap<>();
+            skip(t, pos);
+            if (t.charAt(pos[0]) == '}') {
+                pos[0]++;
+                return m;
+            }
+            while (true) {
+                skip(t, pos);
+                String k = (String) value(t, pos);
+                skip(t, pos);
+                expect(t, pos, ':');
+                m.put(k, value(t, pos));
+                skip(t, pos);
+                if (t.charAt(pos[0]) == ',') {
+                    pos[0]++;
+                    continue;
+                }
+                expect(t, pos, '}');
+                return m;
+            }
+        }
+        if (c == '[') {
+            pos[0]++;
+            List<Object> l = new ArrayList<>();
+            skip(t, pos);
+            if (t.charAt(pos[0]) == ']') {
+                pos[0]++;
+                return l;
+            }
+            while (true) {
+                l.add(value(t, pos));
+                skip(t, pos);
+                if (t.charAt(pos[0]) == ',') {
+                    pos[0]++;
+                    continue;
+                }
+                expect(t, pos, ']');
+                return l;
+            }
+        }
+        if (c == '"') {
+            StringBuilder sb = new StringBuilder();
+            pos[0]++;
+            while (t.charAt(pos[0]) != '"') {
+                char ch = t.charAt(pos[0]++);
+                if (ch == '\\') {
+                    char e = t.charAt(pos[0]++);
+                    switch (e) {
+                        case 'n':
+                            sb.append('\n');
+                            break;
+                        case 't':
+                            sb.append('\t');
+                            break;
+                        case 'r':
+                            sb.append('\r');
+                            break;
+                        case 'b':
+                            sb.append('\b');
+                            break;
+                        case 'f':
+                            sb.append('\f');
+                            break;
+                        case 'u':
+                            sb.append((char) Integer.parseInt(t.substring(pos[0], pos[0] + 4), 16));
+                            pos[0] += 4;
+                            break;
+                        default:
+                            sb.append(e);
+                    }
+                } else {
+                    sb.append(ch);
+                }
+            }
+            pos[0]++;
+            return sb.toString();
+        }
+        int start = pos[0];
+        while (pos[0] < t.length() && ",]} \t\r\n".indexOf(t.charAt(pos[0])) < 0) {
+            pos[0]++;
+        }
+        String word = t.substring(start, pos[0]);
+        switch (word) {
+            case "true":
+                return Boolean.TRUE;
+            case "false":
+                return Boolean.FALSE;
+            case "null":
+                return null;
+            default:
+                if (word.isEmpty()) {
+                    throw new IllegalArgumentException("unexpected '" + c + "' at " + start);
+                }
+                return word;
+        }
+    }
+
+    private static void expect(String t, int[] pos, char c) {
+        if (pos[0] >= t.length() || t.charAt(pos[0]) != c) {
+            throw new IllegalArgumentException("expected '" + c + "' at " + pos[0]);
+        }
+        pos[0]++;
     }
 }

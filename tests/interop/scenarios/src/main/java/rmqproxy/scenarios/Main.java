@@ -22,7 +22,7 @@ import org.apache.rocketmq.remoting.protocol.RemotingCommand;
  * java -cp ... rmqproxy.scenarios.Main SCENARIO --namesrv HOST:PORT [--option value ...]
  * </pre>
  *
- * <p>Scenarios: send, push, litepull, tags, tagskip, retry, restart, rebalance, mqadmin, transaction, sql,
+ * <p>Scenarios: send, push, litepull, tags, tagskip, retry, restart, rebalance, mqadmin, adminshell, transaction, sql,
  * reply, timer (see each class).
  * stdout carries only progress lines (free text, and "PROGRESS k=v ..." for the restart
  * scenario) and exactly one final line {@code RESULT {json}}; everything else the JVM or the
@@ -97,6 +97,8 @@ public final class Main {
                 return RebalanceScenario.run(a);
             case "mqadmin":
                 return AdminScenario.run(a);
+            case "adminshell":
+                return AdminShell.run(a);
             case "transaction":
                 return TransactionScenario.run(a);
             case "sql":
@@ -107,7 +109,7 @@ public final class Main {
                 return TimerScenario.run(a);
             default:
                 throw new IllegalArgumentException("unknown scenario " + a.scenario
-                    + " (send, push, litepull, tags, tagskip, retry, restart, rebalance, mqadmin, transaction, sql, reply, timer)");
+                    + " (send, push, litepull, tags, tagskip, retry, restart, rebalance, mqadmin, adminshell, transaction, sql, reply, timer)");
         }
     }
 
