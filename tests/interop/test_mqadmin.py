@@ -37,7 +37,6 @@ PENDING: dict[str, str] = {
     "test_producer_connection": "offsets (204)",
     "test_reset_offset_by_time_live_consumer": "offsets (222 -> 220)",
     "test_skip_accumulated_offline_group": "offsets (222 -> 206)",
-    "test_clone_group_offset": "offsets (314)",
     "test_query_msg_by_id_consume_directly": "offsets (309)",
     "test_query_cq": "offsets (321)",
     "test_sub_group_create_and_delete": "groups (200/201/207/352)",
@@ -54,7 +53,10 @@ PENDING: dict[str, str] = {
 }
 
 #: (line, test) -> why the reference 4.9.7 broker cannot serve it; asserted as a refusal, then xfail.
-APACHE_GAPS: dict[tuple[str, str], str] = {}
+APACHE_GAPS: dict[tuple[str, str], str] = {
+    ("5", "cloneGroupOffset"): "5.x cloneGroupOffset reads the source group's consume stats, which first calls "
+                               "GET_TOPIC_CONFIG (351): 'request type 351 not supported' on 4.9.x",
+}
 
 SETUP_COUNT = 20
 STATS_COUNT = 50
@@ -148,7 +150,8 @@ def text(reply: dict[str, Any]) -> str:
 def ran(env: Env, reply: dict[str, Any], what: str = "") -> str:
     """The stdout of a command that succeeded (no exception printed or thrown)."""
     failed = reply.get("thrown") or "Exception" in reply.get("stderr", "") or "command failed" in reply.get("stdout", "")
-    assert not failed, env.fail_text(f"mqadmin {' '.join(reply['args'])} failed {what}")
+    own = re.findall(r"(?:Caused by: |^)\S*Exception: .*", f"{reply.get('stderr', '')}\n{reply.get('thrown') or ''}", re.M)
+    assert not failed, env.fail_text(f"mqadmin {' '.join(reply.get('args', []))} failed {what}\n" + "\n".join(own[:6]))
     return str(reply["stdout"])
 
 
@@ -270,7 +273,9 @@ def test_clone_group_offset(env: Env) -> None:
     """cloneGroupOffset (314): a new group given G's offsets skips what G consumed."""
     time.sleep(1.5)  # the live consumer commits its offsets every second
     dest = unique_name("AdmClone", env.line)
-    out = ran(env, env.mqadmin("cloneGroupOffset", "-s", env.group, "-d", dest, "-t", env.topic, "-o", "true"))
+    reply = env.mqadmin("cloneGroupOffset", "-s", env.group, "-d", dest, "-t", env.topic, "-o", "true")
+    apache_gap(env, "cloneGroupOffset", reply)
+    out = ran(env, reply)
     assert "success" in out, env.fail_text("no success line")
     fresh_consumer_gets_only_marker(env, dest, "clone", env.keys)
 
@@ -469,6 +474,6 @@ def test_stats_all(env: Env) -> None:
 
     row = poll(env, "statsAll counts", probe,
                lambda row: bool(row) and int(row[5]) >= STATS_COUNT * 0.9 and int(row[6]) >= STATS_COUNT * 0.9,
-               timeout=45)
+               timeout=30)
     for figure in (int(row[5]), int(row[6])):
         assert abs(figure - STATS_COUNT) <= STATS_COUNT * 0.1, env.fail_text(f"statsAll row {row}")

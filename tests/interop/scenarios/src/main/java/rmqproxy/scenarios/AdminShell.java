@@ -135,7 +135,12 @@ final class AdminShell {
     @SuppressWarnings("unchecked")
     private static SubCommand find(String name) throws Exception {
         MQAdminStartup.initCommand();
-        Field f = MQAdminStartup.class.getDeclaredField("subCommandList");
+        Field f;
+        try {
+            f = MQAdminStartup.class.getDeclaredField("subCommandList");  // 4.9.x
+        } catch (NoSuchFieldException e) {
+            f = MQAdminStartup.class.getDeclaredField("SUB_COMMANDS");  // 5.x
+        }
         f.setAccessible(true);
         List<SubCommand> list = (List<SubCommand>) f.get(null);
         SubCommand found = null;
