@@ -109,6 +109,8 @@ class AdminShell:
                 f"--- client log (warnings) ---\n{client_log_tail(Path(self.log_dir), 1500)}")
 
     def close(self) -> None:
+        """Stop the shell (its transcript is kept in ``log_dir/transcript.txt``)."""
+        (self.log_dir / "transcript.txt").write_text("\n".join(self.transcript))
         if self._proc.poll() is None:
             try:
                 assert self._proc.stdin is not None

@@ -6,10 +6,13 @@ import java.lang.reflect.Field;
 import java.nio.charset.StandardCharsets;
 import java.security.Permission;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.commons.cli.CommandLineParser;
@@ -192,9 +195,48 @@ final class AdminShell {
             return r;
         }
         Main.progress("# mqadmin " + String.join(" ", args));
-        Map<String, Object> ran = AdminScenario.runArgs(args.toArray(new String[0]));
-        r.putAll(ran);
+        Set<Thread> before = new HashSet<>(Thread.getAllStackTraces().keySet());
+        Thread main = Thread.currentThread();
+        AtomicBoolean done = new AtomicBoolean();
+        Thread nudger = new Thread(() -> nudgeShutdown(main, before, done), "adminshell-nudger");
+        nudger.setDaemon(true);
+        nudger.start();
+        try {
+            r.putAll(AdminScenario.runArgs(args.toArray(new String[0])));
+        } finally {
+            done.set(true);
+        }
         return r;
+    }
+
+    /**
+     * 5.x tools: DefaultMQAdminExt.shutdown joins the admin client's NettyEventExecutor, which only
+     * notices it was stopped when its 3 s queue poll times out (every 5.x mqadmin command pays this
+     * on exit). While the command's thread waits in ServiceThread.shutdown, interrupt the
+     * executors this command created (never the shell's own clients'), so the poll ends at once.
+     */
+    private static void nudgeShutdown(Thread main, Set<Thread> before, AtomicBoolean done) {
+        while (!done.get()) {
+            boolean joining = false;
+            for (StackTraceElement e : main.getStackTrace()) {
+                if (e.getClassName().endsWith(".ServiceThread") && e.getMethodName().equals("shutdown")) {
+                    joining = true;
+                    break;
+                }
+            }
+            if (joining) {
+                for (Thread t : Thread.getAllStackTraces().keySet()) {
+                    if (!before.contains(t) && t.getName().equals("NettyEventExecutor")) {
+                        t.interrupt();
+                    }
+                }
+            }
+            try {
+                Thread.sleep(20);
+            } catch (InterruptedException ex) {
+                return;
+            }
+        }
     }
 
     private static Map<String, Object> op(String ns, DefaultMQProducer producer, Map<?, ?> req) throws Exception {
