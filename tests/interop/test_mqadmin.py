@@ -150,8 +150,9 @@ def text(reply: dict[str, Any]) -> str:
 def ran(env: Env, reply: dict[str, Any], what: str = "") -> str:
     """The stdout of a command that succeeded (no exception printed or thrown)."""
     failed = reply.get("thrown") or "Exception" in reply.get("stderr", "") or "command failed" in reply.get("stdout", "")
-    own = re.findall(r"(?:Caused by: |^)\S*Exception: .*", f"{reply.get('stderr', '')}\n{reply.get('thrown') or ''}", re.M)
-    assert not failed, env.fail_text(f"mqadmin {' '.join(reply.get('args', []))} failed {what}\n" + "\n".join(own[:6]))
+    own = re.findall(r"^(?:Caused by: )?\S+(?:Exception|Error): .*", f"{reply.get('stderr', '')}\n{reply.get('thrown') or ''}",
+                     re.M)
+    assert not failed, env.fail_text(f"mqadmin {' '.join(reply.get('args', []))} failed {what}\n" + "\n".join(own[:10]))
     return str(reply["stdout"])
 
 
