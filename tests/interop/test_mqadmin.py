@@ -34,11 +34,6 @@ server = servers_fixture("rmqproxy", "apache")
 
 #: test -> the part of issue 30 whose rmqproxy side is not merged yet (strict xfail on rmqproxy only).
 PENDING: dict[str, str] = {
-    "test_producer_connection": "offsets (204)",
-    "test_reset_offset_by_time_live_consumer": "offsets (222 -> 220)",
-    "test_skip_accumulated_offline_group": "offsets (222 -> 206)",
-    "test_query_msg_by_id_consume_directly": "offsets (309)",
-    "test_query_cq": "offsets (321)",
     "test_sub_group_create_and_delete": "groups (200/201/207/352)",
     "test_consume_enable_false_stops_consuming": "groups (200 consumeEnable)",
     "test_retry_max_times_then_dlq": "groups (200 retryMaxTimes)",
@@ -46,10 +41,6 @@ PENDING: dict[str, str] = {
     "test_namesrv_config": "config (318/319)",
     "test_order_conf_and_kv_config": "config (100/101/102, orderTopicConf)",
     "test_export_metadata": "config (21) and groups (201)",
-    "test_write_perm": "perm (205/327)",
-    "test_clean_commands": "perm (306/316/329)",
-    "test_broker_consume_stats": "stats (317)",
-    "test_stats_all": "stats (315, 208 consumeTps)",
 }
 
 #: (line, test) -> why the reference 4.9.7 broker cannot serve it; asserted as a refusal, then xfail.
