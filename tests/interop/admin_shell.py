@@ -50,19 +50,19 @@ class AdminShell:
         self._lines.put(None)
 
     def _wait_for(self, prefix: str, timeout: float) -> str:
+        """The rest of the next stdout line starting with ``prefix`` (other lines go to the transcript)."""
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
+            if left <= 0:
+                raise ScenarioError(self._explain(f"adminshell printed no {prefix.strip()} line within {timeout:.0f}s"))
             try:
-                line = self._lines.get(timeout=max(left, 0.01))
+                line = self._lines.get(timeout=left)
             except queue.Empty:
-                line = ""
-                if left > 0:
-                    continue
-            if line is None or left <= 0:
-                self._lines.put(None) if line is None else None
-                raise ScenarioError(self._explain(f"adminshell gave no {prefix.strip()} line within {timeout:.0f}s"
-                                                  if line is not None else "adminshell ended"))
+                continue
+            if line is None:
+                self._lines.put(None)  # keep the end marker for later readers
+                raise ScenarioError(self._explain(f"adminshell ended while waiting for {prefix.strip()}"))
             if line.startswith(prefix):
                 return line[len(prefix):]
             self.transcript.append(line)

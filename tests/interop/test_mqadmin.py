@@ -209,6 +209,14 @@ def fresh_consumer_gets_only_marker(env: Env, group: str, cid: str, unwanted: li
 # -- what works today -------------------------------------------------------------------------------
 
 
+def test_shell_survives_argument_errors(env: Env) -> None:
+    """A command line mqadmin would exit on (a missing required option, -h) is refused, and the shell goes on."""
+    for args in (("updateTopic", "-t", "X"), ("topicRoute", "-t", "X", "-h"), ("noSuchCommand",)):
+        reply = env.mqadmin(*args)
+        assert "argument error (not run)" in str(reply.get("thrown")), env.fail_text(f"{args}: {reply}")
+    assert env.broker_name in ran(env, env.mqadmin("clusterList"))
+
+
 def test_cluster_list(env: Env) -> None:
     """clusterList: the broker's name and address."""
     out = ran(env, env.mqadmin("clusterList"))
