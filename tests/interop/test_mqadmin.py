@@ -34,13 +34,8 @@ server = servers_fixture("rmqproxy", "apache")
 
 #: (test, line) -> what of issue 30 rmqproxy still lacks for it ("*": both lines); a strict xfail on rmqproxy only.
 PENDING: dict[tuple[str, str], str] = {
-    ("test_sub_group_create_and_delete", "5"): "config (102: 5.x deleteSubGroup also deletes the retry topic's order conf)",
     ("test_consume_enable_false_stops_consuming", "*"): "groups: a message still arrives after consumeEnable=false "
                                                         "(new pulls get 16; the reference also re-checks a held pull it wakes)",
-    ("test_update_broker_config", "*"): "config (25)",
-    ("test_namesrv_config", "*"): "config (318/319)",
-    ("test_order_conf_and_kv_config", "*"): "config (100/101/102, orderTopicConf)",
-    ("test_export_metadata", "*"): "config (21)",
 }
 
 #: (line, test) -> why the reference 4.9.7 broker cannot serve it; asserted as a refusal, then xfail.
