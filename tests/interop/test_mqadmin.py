@@ -33,10 +33,7 @@ from .server import ScenarioServer
 server = servers_fixture("rmqproxy", "apache")
 
 #: (test, line) -> what of issue 30 rmqproxy still lacks for it ("*": both lines); a strict xfail on rmqproxy only.
-PENDING: dict[tuple[str, str], str] = {
-    ("test_consume_enable_false_stops_consuming", "*"): "groups: a message still arrives after consumeEnable=false "
-                                                        "(new pulls get 16; the reference also re-checks a held pull it wakes)",
-}
+PENDING: dict[tuple[str, str], str] = {}
 
 #: (line, test) -> why the reference 4.9.7 broker cannot serve it; asserted as a refusal, then xfail.
 APACHE_GAPS: dict[tuple[str, str], str] = {
