@@ -342,7 +342,7 @@ QueryConsumeQueueRequestHeader = _define(
 ViewBrokerStatsDataRequestHeader = _define("ViewBrokerStatsDataRequestHeader", "statsName:S! statsKey:S!")
 GetConsumeStatsInBrokerHeader = _define("GetConsumeStatsInBrokerHeader", "isOrder:B!=false")
 DeleteSubscriptionGroupRequestHeader = _define(
-    "DeleteSubscriptionGroupRequestHeader", "groupName:S! removeOffset:B=false cleanOffset:B=false^" + _RPC
+    "DeleteSubscriptionGroupRequestHeader", "groupName:S! removeOffset:B cleanOffset:B^" + _RPC
 )
 GetSubscriptionGroupConfigRequestHeader = _define("GetSubscriptionGroupConfigRequestHeader", "group:S!" + _RPC)
 GetConsumerRunningInfoRequestHeader = _define(
