@@ -22,7 +22,9 @@ import org.apache.rocketmq.common.message.MessageExt;
  * (separated by ";;"), each in its own group, started before anything is sent, so their pulls are
  * held and woken by arrivals. Then --count (60) messages go to --topic: message i has the user
  * properties n=i, color=red|green|blue (i % 3) and, for even i, size=big, with tag TagA (i % 2 ==
- * 0) or TagB. Each consumer runs until --wait-ms (8000) pass with nothing new.
+ * 0) or TagB. Each consumer runs until --wait-ms (8000) pass with nothing new, or, with --expect
+ * (a count per expression, separated by ";;"), until every consumer has received at least its count
+ * of distinct messages and --settle-ms (2000) passed with nothing new.
  *
  * <p>--invalid EXPR also starts a consumer with that expression, which must fail in start().
  *
@@ -97,7 +99,18 @@ final class SqlScenario {
             producer.send(m);
         }
         last[0] = System.currentTimeMillis();
+        String[] expect = a.get("expect", "").isEmpty() ? new String[0] : a.get("expect").split(";;");
+        long settleMs = a.getLong("settle-ms", 2000);
         while (System.currentTimeMillis() - last[0] < waitMs) {
+            if (expect.length == expressions.length && System.currentTimeMillis() - last[0] >= settleMs) {
+                boolean all = true;
+                for (int e = 0; e < expressions.length; e++) {
+                    all &= seen.get(e).size() >= Integer.parseInt(expect[e]);
+                }
+                if (all) {
+                    break;  // every consumer has its count and nothing more came for settle-ms
+                }
+            }
             Main.sleep(200);
         }
         for (DefaultMQPushConsumer c : consumers) {
