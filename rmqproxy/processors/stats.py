@@ -5,7 +5,6 @@ group (GET_BROKE_CONSUME_STATS, 317, ``brokerConsumeStats``), built as the refer
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
 
 from codec.bodies import BrokerStatsData, BrokerStatsItem, ConsumeStats, ConsumeStatsList, MessageQueue, OffsetWrapper
 from codec.codes import RequestCode, ResponseCode
@@ -26,15 +25,12 @@ def _item(snapshot: Snapshot) -> BrokerStatsItem:
 class StatsProcessor:
     def __init__(
         self, config: Config, store: MessageStore, topics: TopicTable, clients: ClientRegistry, stats: BrokerStats,
-        groups: Callable[[], Iterable[str]] | None = None,
     ) -> None:  # fmt: skip
         self.config = config
         self.store = store
         self.topics = topics
         self.clients = clients
         self.stats = stats
-        # the subscription groups 317 reports: by default every group with offsets or online consumers
-        self.groups = groups or self._known_groups
 
     def routes(self) -> list[Route]:
         """This processor's entries of the dispatch table."""
@@ -53,6 +49,7 @@ class StatsProcessor:
         return request.response(ResponseCode.SUCCESS, body=body.to_json())
 
     def _known_groups(self) -> list[str]:
+        """The groups 317 reports: every group with offsets or online consumers."""
         return sorted({g for (g, _t, _q) in self.store.offsets.table()} | set(self.clients.consumers))
 
     def consume_stats_of_all(self, request: RemotingCommand, header, conn) -> RemotingCommand:
@@ -63,7 +60,7 @@ class StatsProcessor:
             by_group.setdefault(group, set()).add(topic)
         listed = []
         total_diff = total_inflight = 0
-        for group in self.groups():
+        for group in self._known_groups():
             online = self.clients.consumer_group(group)
             subscriptions = online.subscriptions if online is not None else {}
             stats_list = []

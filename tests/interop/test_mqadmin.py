@@ -5,8 +5,6 @@ and each target (rmqproxy, the reference 4.9.7 broker) one ``adminshell`` JVM ru
 the module through ``MQAdminStartup.main0`` and drives the live producer and push consumers the
 commands need (its own client of the tools' version). The same assertions hold for both targets.
 
-``PENDING`` names the tests (per line) whose server side on rmqproxy is not merged or not complete yet:
-on rmqproxy they are strict xfails, so one that starts passing turns red and its line is removed.
 ``APACHE_GAPS`` names what the reference cannot do on a line (5.x tools calling a code 4.9.7 lacks):
 there the test asserts the reference's refusal and is reported as xfail.
 """
@@ -31,9 +29,6 @@ from .scenario_runner import ScenarioProgram, unique_name
 from .server import ScenarioServer
 
 server = servers_fixture("rmqproxy", "apache")
-
-#: (test, line) -> what of issue 30 rmqproxy still lacks for it ("*": both lines); a strict xfail on rmqproxy only.
-PENDING: dict[tuple[str, str], str] = {}
 
 #: (line, test) -> why the reference 4.9.7 broker cannot serve it; asserted as a refusal, then xfail.
 APACHE_GAPS: dict[tuple[str, str], str] = {
@@ -116,14 +111,6 @@ def env(server: ScenarioServer, tools_line: str, tools_program: ScenarioProgram,
                   tmp=tmp_path_factory.mktemp("mqadmin-export"))
     finally:
         shell.close()
-
-
-@pytest.fixture(autouse=True)
-def _pending_on_rmqproxy(request: pytest.FixtureRequest, server: ScenarioServer, tools_line: str) -> None:
-    name = request.node.originalname
-    part = PENDING.get((name, "*")) or PENDING.get((name, tools_line))
-    if part and server.name == "rmqproxy":
-        request.node.add_marker(pytest.mark.xfail(strict=True, reason=f"issue 30: {part} not merged"))
 
 
 def text(reply: dict[str, Any]) -> str:
