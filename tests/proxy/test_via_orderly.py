@@ -147,10 +147,13 @@ def test_orderly_group_across_both_brokers_keeps_order_and_exclusivity_under_chu
     assert check.distinct == TOTAL and check.consumed >= TOTAL, summary
     # the group's locks spanned both brokers: every queue of both was consumed, and every consumer
     # that consumed for 6 s or more did so from both brokers (a shorter-lived one may have spent its
-    # life waiting for the queues of one broker while the group settled after a start)
+    # life waiting for the queues of one broker while the group settled after a start). The backlog
+    # drains in about as long as the producer runs (6 s), so on a slow machine no consumer may reach
+    # 6 s: then the one that consumed longest is judged.
     assert {r.key for r in records} == set(LAYOUT)
-    lasting = [s for s in run["sessions"] if _consumed_for_s(records, s) >= 6.0]
-    assert lasting, run["sessions"]
+    spans = {s: _consumed_for_s(records, s) for s in run["sessions"]}
+    lasting = [s for s, span in spans.items() if span >= 6.0] or [max(spans, key=spans.__getitem__)]
+    print(f"{oracle_line}: consumed for (s): {({s: round(span, 1) for s, span in spans.items()})}")
     for s in lasting:
         assert {r.broker for r in records if r.session == s} == set(BROKERS), s
     # immediate release through the proxy: a killed consumer's queues do not wait for the lock
