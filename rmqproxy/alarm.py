@@ -4,7 +4,8 @@ A Twisted reactor sleeps in ``epoll``, and Python rounds that sleep up to whole 
 ``callLater`` runs up to 1 ms after its time even on an idle server. On Linux a timerfd armed at
 the absolute ``CLOCK_REALTIME`` time (the reactor's clock is ``time.time``) wakes the poll at the
 deadline itself. ``ClockAlarm`` is the portable one on ``callLater``; it is also what tests use,
-on ``task.Clock``.
+on ``task.Clock``. ``Deadlines`` keeps a server's alarms in sight of its connections, which fire a
+due one between the frames of a read rather than after it.
 """
 
 from __future__ import annotations
@@ -151,4 +152,74 @@ def precise_alarm(reactor: Any, fire: Callable[[], None]) -> Alarm:
     return ClockAlarm(reactor, fire)
 
 
-__all__ = ["Alarm", "ClockAlarm", "TimerfdAlarm", "precise_alarm"]
+class Deadlines:
+    """A server's alarms, so that a deadline that comes due while a read is handled is kept ahead
+    of the read's remaining frames: a connection calls ``poll`` after each request. Without it a
+    due deadline waits for the whole read, and for every other socket the same ``epoll`` round
+    reported ready, before the reactor reads the timerfd (a millisecond or more under load)."""
+
+    def __init__(self, clock: Callable[[], float], make: Callable[[Callable[[], None]], Alarm]) -> None:
+        self.clock = clock
+        self._make = make
+        self._alarms: list[_Listed] = []
+        self.earliest = math.inf  # the earliest armed time of any alarm; inf when none is armed
+        self.early_fires = 0  # alarms fired by ``poll`` ahead of their own wake-up
+
+    def alarm(self, fire: Callable[[], None]) -> Alarm:
+        """A new alarm calling ``fire``, made by ``make`` and watched by ``poll``."""
+        listed = _Listed(self, fire)
+        listed.inner = self._make(listed.woke)
+        self._alarms.append(listed)
+        return listed
+
+    def poll(self) -> None:
+        """Fire every alarm whose time has come (cheap when none has: one clock read)."""
+        if self.earliest > self.clock():
+            return
+        now = self.clock()
+        for listed in list(self._alarms):
+            when = listed.when
+            if when is not None and when <= now:
+                self.early_fires += 1
+                listed.set(None)  # disarm the inner alarm first: its own wake-up would fire twice
+                listed.fire()
+
+    def changed(self) -> None:
+        """An alarm was set, fired or closed: recompute ``earliest``."""
+        self.earliest = min((a.when for a in self._alarms if a.when is not None), default=math.inf)
+
+    def forget(self, listed: _Listed) -> None:
+        self._alarms.remove(listed)
+        self.changed()
+
+
+class _Listed:
+    """An alarm of a ``Deadlines``: the inner alarm, with its armed time in sight of ``poll``."""
+
+    inner: Alarm
+
+    def __init__(self, board: Deadlines, fire: Callable[[], None]) -> None:
+        self.board = board
+        self.fire = fire
+        self.when: float | None = None
+
+    def set(self, when: float | None) -> None:
+        if when == self.when:
+            return
+        self.when = when
+        self.inner.set(when)
+        self.board.changed()
+
+    def woke(self) -> None:
+        """The inner alarm fired on its own."""
+        self.when = None
+        self.board.changed()
+        self.fire()
+
+    def close(self) -> None:
+        self.inner.close()
+        self.when = None
+        self.board.forget(self)
+
+
+__all__ = ["Alarm", "ClockAlarm", "Deadlines", "TimerfdAlarm", "precise_alarm"]

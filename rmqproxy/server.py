@@ -16,7 +16,7 @@ from twisted.web.server import Site
 
 from .acl import RELOAD_S as ACL_RELOAD_S
 from .acl import AccessControl
-from .alarm import precise_alarm
+from .alarm import Deadlines, precise_alarm
 from .brokerstats import BrokerStats
 from .clients import ClientRegistry
 from .clientstats import ClientStats
@@ -92,6 +92,7 @@ class _Factory(Factory):
             on_reject=self.server.rejections,
             max_in_flight=self.server.config.max_in_flight_requests_per_connection,
             buffers=self.server.reply_buffers,
+            deadlines=self.server.deadlines,
         )
         self.server.connections.add(conn)
         return conn
@@ -130,12 +131,14 @@ class Server:
         )
         self.clients = ClientRegistry()
         self.rejections = Rejections(reactor.seconds)
+        # every deadline alarm, in sight of the connections (held pulls, timer messages)
+        self.deadlines = Deadlines(reactor.seconds, lambda fire: precise_alarm(reactor, fire))
         self.holds = HoldService(reactor, config.max_held_pulls, config.max_held_pulls_per_connection,
-                                 alarm=lambda fire: precise_alarm(reactor, fire))  # fmt: skip
+                                 alarm=self.deadlines.alarm)  # fmt: skip
         self.store.add_arrival_listener(self.holds.arrived)
         self.delayed = DelayedDelivery(self.store, reactor)
         self.store.add_arrival_listener(self.delayed.arrived)
-        self.timers = TimerService(self.store, reactor.seconds, lambda fire: precise_alarm(reactor, fire))
+        self.timers = TimerService(self.store, reactor.seconds, self.deadlines.alarm)
         self.store.add_arrival_listener(self.timers.arrived)
         # brokerPermission: one object, switched by wipeWritePerm/addWritePerm, read by routes,
         # sends and pulls (UPDATE_BROKER_CONFIG refuses the key, pointing at those: runtime_config.py)

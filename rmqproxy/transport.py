@@ -43,6 +43,7 @@ from codec.errors import CodecError, MessageError
 from codec.message import HostPort
 from codec.peer import ANSWER, Incoming, RemotingPeer
 
+from .alarm import Deadlines
 from .rejects import BAD_FRAME, ONEWAY_REFUSED, REPLY_BUFFER_FULL, TOO_MANY_IN_FLIGHT
 from .sockwrite import writer
 
@@ -118,9 +119,11 @@ class Connection(Protocol):
         max_in_flight: int = 20_000,
         buffers: ReplyBuffers | None = None,
         batch: WriteBatch | None = None,
+        deadlines: Deadlines | None = None,
     ) -> None:
         self.id = next(_ids)
         self.batch = batch
+        self.deadlines = deadlines  # polled between a read's requests: a due deadline goes first
         self._pending: list[bytes] = []  # writes waiting for ``batch`` to end
         self._sweeper: Any = None  # the timer of the next deadline sweep of ``call`` requests
         self.handler = handler
@@ -203,6 +206,7 @@ class Connection(Protocol):
         batch = self.batch
         if batch is not None:
             batch.depth += 1
+        deadlines = self.deadlines
         try:
             i = 0
             for payload in payloads:
@@ -221,6 +225,8 @@ class Connection(Protocol):
                     self._answered(self.peer.match(command))
                 else:  # the hot path: a request, no matching to do
                     self._request(command)
+                if deadlines is not None and deadlines.earliest <= deadlines.clock():
+                    deadlines.poll()
         finally:
             self._replies = None
             if replies and self.connected:
@@ -319,10 +325,8 @@ class Connection(Protocol):
             self._later(header)
             if body:
                 self._later(body)
-        elif body:
-            self.transport.writeSequence((header, body))
-        else:
-            self.transport.write(header)
+        else:  # outside a read (a woken held pull, a flushed SYNC_FLUSH send): at once, as a read's replies
+            self._write_now(header + body if body else header)
 
     def _later(self, data: bytes) -> None:
         """Hold ``data`` until the batch of the read being handled ends."""

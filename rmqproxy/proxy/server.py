@@ -24,7 +24,7 @@ from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
 from codec.errors import CodecError
 
-from ..alarm import precise_alarm
+from ..alarm import Deadlines, precise_alarm
 from ..config import SETTINGS, Config
 from ..hold import HoldService
 from ..exposition import MetricsResource
@@ -61,7 +61,7 @@ class _ConnectionFactory(Factory):
         conn = Connection(
             self.handler, proxy.reactor, max_frame_bytes=proxy.config.max_frame_size, on_close=proxy.closed,
             on_reject=proxy.rejections, max_in_flight=proxy.config.max_in_flight_requests_per_connection,
-            buffers=proxy.reply_buffers, batch=proxy.batch,
+            buffers=proxy.reply_buffers, batch=proxy.batch, deadlines=proxy.deadlines,
         )  # fmt: skip
         proxy.connections.add(conn)
         if self.node is not None:
@@ -80,13 +80,16 @@ class ProxyServer:
         self.registry = CollectorRegistry()
         self.metrics = Metrics(self.registry, cluster=config.cluster_name, node_id="rmqproxy-proxy", broker_label=True)
         self.rejections = Rejections(reactor.seconds)
+        # every deadline alarm, in sight of the connections (held pulls, timer messages)
+        self.deadlines = Deadlines(reactor.seconds, lambda fire: precise_alarm(reactor, fire))
         self.holds = HoldService(reactor, config.max_held_pulls, config.max_held_pulls_per_connection,
-                                 alarm=lambda fire: precise_alarm(reactor, fire))  # fmt: skip
+                                 alarm=self.deadlines.alarm)  # fmt: skip
         self.pull_log = PullLog(config.pull_log_dir, config.pull_log_mode)
         self.registry.register(LiveState(self.metrics, holds=self.holds, pull_log=self.pull_log,
                                          rejections=self.rejections))  # fmt: skip
         self.batch = WriteBatch()
-        self.dialer = Dialer(reactor, max_frame_bytes=config.max_frame_size, timeout_s=self.timeout_s, batch=self.batch)
+        self.dialer = Dialer(reactor, max_frame_bytes=config.max_frame_size, timeout_s=self.timeout_s, batch=self.batch,
+                             deadlines=self.deadlines)  # fmt: skip
         self.namesrvs = NameServers(self.dialer, config.namesrv_addr)
         self.nodes = NodeDirectory(parse_port_range(config.proxy_broker_ports, config.listen_port),
                                    config.advertised_host, self._listen_node)  # fmt: skip

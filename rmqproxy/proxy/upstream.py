@@ -19,6 +19,7 @@ from twisted.python.failure import Failure
 
 from codec.command import RemotingCommand
 
+from ..alarm import Deadlines
 from ..transport import Connection, Handler, RequestTimeout, WriteBatch
 
 log = Logger()
@@ -30,13 +31,16 @@ class UpstreamError(Exception):
 
 class Dialer:
     """How the proxy opens upstream connections: their frame cap, connect timeout, and the write
-    batch they share with the client connections (``transport.WriteBatch``)."""
+    batch and deadlines they share with the client connections (``transport.WriteBatch``,
+    ``alarm.Deadlines``)."""
 
-    def __init__(self, reactor: Any, *, max_frame_bytes: int, timeout_s: float, batch: WriteBatch | None = None) -> None:
+    def __init__(self, reactor: Any, *, max_frame_bytes: int, timeout_s: float, batch: WriteBatch | None = None,
+                 deadlines: Deadlines | None = None) -> None:  # fmt: skip
         self.reactor = reactor
         self.max_frame_bytes = max_frame_bytes
         self.timeout_s = timeout_s
         self.batch = batch
+        self.deadlines = deadlines
 
     def dial(self, address: str, handler: Handler, on_close: Callable[[Connection], None] | None = None) -> defer.Deferred:
         """A Deferred ``Connection`` to ``address`` ("host:port"); fails with UpstreamError."""
@@ -46,7 +50,7 @@ class Dialer:
         except ValueError:
             return defer.fail(UpstreamError(f"bad upstream address {address!r}"))
         conn = Connection(handler, self.reactor, max_frame_bytes=self.max_frame_bytes, on_close=on_close,
-                          batch=self.batch)  # fmt: skip
+                          batch=self.batch, deadlines=self.deadlines)  # fmt: skip
 
         def failed(failure: Any) -> None:
             raise UpstreamError(f"cannot connect to {address}: {failure.getErrorMessage()}")

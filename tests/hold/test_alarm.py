@@ -12,7 +12,7 @@ from twisted.internet import task
 from twisted.internet.interfaces import IReactorFDSet
 from zope.interface import implementer
 
-from rmqproxy.alarm import ClockAlarm, TimerfdAlarm, precise_alarm
+from rmqproxy.alarm import ClockAlarm, Deadlines, TimerfdAlarm, precise_alarm
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="timerfd is Linux's")
 
@@ -91,3 +91,76 @@ def test_clock_alarm_keeps_one_call_and_moves_it() -> None:
     alarm.set(3.0)
     alarm.close()
     assert not clock.getDelayedCalls()
+
+
+class ManualAlarm:
+    """An inner alarm that never wakes by itself: what a timerfd is while the reactor is busy."""
+
+    def __init__(self, fire) -> None:
+        self.fire = fire
+        self.sets: list[float | None] = []
+        self.closed = False
+
+    def set(self, when: float | None) -> None:
+        self.sets.append(when)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _board(now: list[float]) -> tuple[Deadlines, list[ManualAlarm]]:
+    inner: list[ManualAlarm] = []
+
+    def make(fire) -> ManualAlarm:
+        inner.append(ManualAlarm(fire))
+        return inner[-1]
+
+    return Deadlines(lambda: now[0], make), inner
+
+
+def test_deadlines_fire_a_due_alarm_on_poll_and_disarm_its_own_wake_up() -> None:
+    now, fired = [0.0], []
+    board, inner = _board(now)
+    a = board.alarm(lambda: fired.append(("a", now[0])))
+    b = board.alarm(lambda: fired.append(("b", now[0])))
+    a.set(2.0)
+    b.set(1.0)
+    assert board.earliest == 1.0
+    now[0] = 0.5
+    board.poll()
+    assert fired == []
+    now[0] = 1.5
+    board.poll()
+    assert fired == [("b", 1.5)] and inner[1].sets == [1.0, None] and board.earliest == 2.0
+    inner[0].fire()  # a's own wake-up (the timerfd read) still works, and is counted once
+    assert fired == [("b", 1.5), ("a", 1.5)] and board.earliest == float("inf")
+    assert board.early_fires == 1
+    a.set(3.0)
+    a.close()
+    assert inner[0].closed and board.earliest == float("inf")
+    now[0] = 9.0
+    board.poll()
+    assert len(fired) == 2
+
+
+def test_a_deadline_due_in_the_middle_of_a_read_is_answered_before_the_read_s_next_request() -> None:
+    """Each request of the read costs 1 s of the clock; the held pull's deadline at 1.5 s is kept
+    between the second request and the third, not after the whole read."""
+    from codec.command import RemotingCommand
+    from rmqproxy.transport import Connection
+    from twisted.internet.testing import StringTransport
+
+    now, order = [0.0], []
+    board, _inner = _board(now)
+
+    def handler(request: RemotingCommand, conn: Connection) -> RemotingCommand:
+        now[0] += 1.0
+        order.append(f"request {request.opaque}")
+        return request.response(0)
+
+    alarm = board.alarm(lambda: order.append("deadline"))
+    alarm.set(1.5)
+    conn = Connection(handler, task.Clock(), max_frame_bytes=1 << 20, deadlines=board)
+    conn.makeConnection(StringTransport())
+    conn.dataReceived(b"".join(RemotingCommand(code=34, opaque=o).encode() for o in (1, 2, 3)))
+    assert order == ["request 1", "request 2", "deadline", "request 3"]

@@ -1,5 +1,6 @@
-"""How replies leave a connection: the replies of one read together, straight to the socket when
-nothing is queued, and through Twisted's buffer otherwise (order kept in every case)."""
+"""How replies leave a connection: the replies of one read together, a later reply on its own,
+straight to the socket when nothing is queued, and through Twisted's buffer otherwise (order kept
+in every case)."""
 
 from __future__ import annotations
 
@@ -84,20 +85,23 @@ def test_a_socket_with_bytes_queued_or_closing_gets_replies_through_twisted(stat
     assert _opaques(transport.value()) == [1, 2]
 
 
-def test_a_reply_made_later_goes_through_twisteds_buffer() -> None:
+def test_a_reply_made_later_goes_straight_to_the_socket_too() -> None:
+    """A woken held pull or a flushed SYNC_FLUSH send is answered at once, not at the reactor's
+    next write-readiness round (which comes after every other socket of the current poll)."""
     later: list[defer.Deferred] = []
 
     def held(request: RemotingCommand, conn: Connection) -> defer.Deferred:
         d: defer.Deferred = defer.Deferred()
-        later.append(d.addCallback(lambda _: request.response(0)))
+        later.append(d.addCallback(lambda _: request.response(0, body=b"late")))
         return d
 
     transport = SocketTransport()
     conn = _connection(transport, held)
     conn.dataReceived(_requests(7))
-    assert transport.direct_calls == 0 and transport.value() == b""
+    assert transport.direct_calls == 0 and transport.sent == b""
     later[0].callback(None)
-    assert transport.direct_calls == 0 and _opaques(transport.value()) == [7]
+    assert transport.direct_calls == 1 and transport.value() == b""
+    assert _opaques(transport.sent) == [7] and transport.sent.endswith(b"late")
 
 
 def test_test_doubles_without_a_socket_get_every_reply_through_write() -> None:
