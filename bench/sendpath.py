@@ -1,0 +1,103 @@
+"""The send path in process: what a stored message costs the reactor thread, without sockets or
+the client; prints a JSON report (numbers and machine), asserts nothing.
+
+SEND_MESSAGE_V2 frames as the Java 4.9 client writes them (JSON header, KEYS, TAGS, WAIT and
+UNIQ_KEY properties, 1 KiB body, 4 queues of an auto-created topic) go into a whole server on the
+test harness (``tests/server/harness.py``: real store in a temporary directory, metrics on) in
+reads of 8 frames, the pipelining the Java client shows under 16 sending threads. The first tenth
+warms up; the rest is timed in CPU seconds of this process. ``--profile`` adds cProfile's top
+functions by own time (cProfile slows every call about fourfold, so read it for shares, not
+microseconds). Run: ``python bench/sendpath.py [--messages N] [--profile]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from machine import machine  # noqa: E402
+
+from codec.codes import RequestCode  # noqa: E402
+from codec.command import RemotingCommand  # noqa: E402
+from codec.headers import REQUEST_HEADERS  # noqa: E402
+from codec.message import properties_to_string  # noqa: E402
+from tests.server.harness import Client, make_server  # noqa: E402
+
+FRAMES_PER_READ = 8
+QUEUES = 4
+
+
+def frames(count: int) -> list[bytes]:
+    """``count`` send frames, each with its own keys, unique key and born time."""
+    codec = REQUEST_HEADERS[RequestCode.SEND_MESSAGE_V2]
+    body = os.urandom(1024)
+    out = []
+    for i in range(count):
+        props = properties_to_string({"KEYS": f"k{i}", "TAGS": "TagA", "WAIT": "true",
+                                      "UNIQ_KEY": f"7F00000100002A9F0000{i:012X}"})  # fmt: skip
+        header = codec.cls(producer_group="bench-pg", topic="SendPath", default_topic="TBW102", default_topic_queue_nums=QUEUES,
+                           queue_id=i % QUEUES, sys_flag=0, born_timestamp=1_700_000_000_000 + i, flag=0,
+                           properties=props, reconsume_times=0, unit_mode=False, batch=False)  # fmt: skip
+        command = RemotingCommand(code=RequestCode.SEND_MESSAGE_V2, opaque=i + 1, ext_fields=codec.encode(header),
+                                  body=body, version=395)  # fmt: skip
+        out.append(command.encode())
+    return out
+
+
+def measure(messages: int, profile: bool) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        server, _reactor = make_server(Path(tmp))
+        client = Client(server)
+        data = frames(messages)
+        reads = [b"".join(data[i : i + FRAMES_PER_READ]) for i in range(0, len(data), FRAMES_PER_READ)]
+        warm = len(reads) // 10
+        for read in reads[:warm]:
+            client.conn.dataReceived(read)
+        client.transport.clear()
+        profiler = cProfile.Profile() if profile else None
+        began = time.process_time()
+        if profiler is not None:
+            profiler.enable()
+        for k, read in enumerate(reads[warm:]):
+            client.conn.dataReceived(read)
+            if k % 64 == 0:
+                client.transport.clear()
+        if profiler is not None:
+            profiler.disable()
+        cpu_s = time.process_time() - began
+        timed = messages - warm * FRAMES_PER_READ
+        stored = server.store.put_count
+        server.stop()
+    report: dict = {"messages_timed": timed, "stored": stored, "cpu_us_per_message": round(cpu_s / timed * 1e6, 2)}
+    if profiler is not None:
+        stats = pstats.Stats(profiler, stream=io.StringIO())
+        total = stats.total_tt  # type: ignore[attr-defined]
+        rows = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:25]  # type: ignore[attr-defined]
+        report["profile_own_time_share"] = [
+            {"function": f"{Path(file).name}:{line}({name})", "calls": calls, "share": round(own / total, 3)}
+            for (file, line, name), (_cc, calls, own, _cum, _callers) in rows
+        ]
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args(argv)
+    print(json.dumps({"benchmark": "sendpath", "machine": machine(), "results": measure(args.messages, args.profile)},
+                     indent=2))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
