@@ -103,15 +103,16 @@ class HoldService:
         self.count = 0
         self.wakeups: dict[str, int] = {}
         self.failures = 0  # re-reads that raised
+        self.closed = False  # shut down: pulls are no longer held
 
     def conn_full(self, conn: Hashable) -> bool:
         """Whether ``conn`` already holds ``max_held_per_conn`` pulls."""
         return len(self._by_conn.get(conn, ())) >= self.max_held_per_conn
 
     def hold(self, pull: HeldPull) -> bool:
-        """Start holding ``pull`` until its deadline; False (not held) past ``max_held`` or when
-        its connection is full."""
-        if self.count >= self.max_held or self.conn_full(pull.conn):
+        """Start holding ``pull`` until its deadline; False (not held) past ``max_held``, when
+        its connection is full, or once shut down (nothing would answer it)."""
+        if self.closed or self.count >= self.max_held or self.conn_full(pull.conn):
             return False
         pull.id = next(self._ids)
         self._insert(pull)
@@ -186,7 +187,10 @@ class HoldService:
         return len(pulls)
 
     def shutdown(self) -> None:
-        """Answer every held pull now (case D), and close the alarm."""
+        """Answer every held pull now (case D), close the alarm, and hold nothing more: a client
+        that pulls again at once on its answer must get an answer too, not a wait for its own
+        pull timeout on a connection about to close."""
+        self.closed = True
         for pull in self.held():
             if not pull.done:
                 self._complete(pull, WAKE_SHUTDOWN)

@@ -434,6 +434,14 @@ class Connection(Protocol):
         if self.on_close is not None:
             self.on_close(self)
 
+    def closing(self) -> None:
+        """The server is about to close this connection: from now on answers wait in Twisted's
+        buffer, which ``close`` sends just before the socket closes. Sent at once, they would let
+        a client pull again before the close, and the server stops reading at the close: a Java
+        4.9 client then waits out its 30 s pull timeout for requests nobody read."""
+        if self.connected:
+            self._write_now = self.transport.write
+
     def close(self) -> None:
         if self.connected:
             self.connected = False

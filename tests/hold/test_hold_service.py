@@ -112,6 +112,14 @@ def test_shutdown_answers_everything() -> None:
     assert service.count == 0 and not clock.getDelayedCalls()
 
 
+def test_after_shutdown_a_pull_is_not_held() -> None:
+    """Nothing would answer it: the caller answers it at once instead."""
+    service, clock = setup()
+    service.shutdown()
+    late = Waiter(service, clock)
+    assert late.held is False and service.count == 0 and not clock.getDelayedCalls()
+
+
 def test_beyond_the_cap_a_pull_is_not_held() -> None:
     service, clock = setup(max_held=2)
     assert Waiter(service, clock).held and Waiter(service, clock).held

@@ -104,6 +104,28 @@ def test_a_reply_made_later_goes_straight_to_the_socket_too() -> None:
     assert _opaques(transport.sent) == [7] and transport.sent.endswith(b"late")
 
 
+def test_once_closing_later_replies_wait_in_twisteds_buffer_for_the_close() -> None:
+    """A stopping server's answers (held pulls ended by the shutdown) leave with the close, so
+    the client cannot send new requests that the closing connection would never read."""
+    later: list[defer.Deferred] = []
+
+    def held(request: RemotingCommand, conn: Connection) -> defer.Deferred:
+        d: defer.Deferred = defer.Deferred()
+        later.append(d.addCallback(lambda _: request.response(0)))
+        return d
+
+    transport = SocketTransport()
+    conn = _connection(transport, held)
+    conn.dataReceived(_requests(7, 8))
+    conn.closing()
+    for d in later:
+        d.callback(None)
+    assert transport.direct_calls == 0 and transport.sent == b""
+    assert _opaques(transport.value()) == [7, 8]
+    conn.close()
+    assert transport.disconnecting
+
+
 def test_test_doubles_without_a_socket_get_every_reply_through_write() -> None:
     transport = StringTransport()
     conn = _connection(transport, _echo)
