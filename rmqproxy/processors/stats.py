@@ -5,7 +5,6 @@ group (GET_BROKE_CONSUME_STATS, 317, ``brokerConsumeStats``), built as the refer
 
 from __future__ import annotations
 
-
 from codec.bodies import BrokerStatsData, BrokerStatsItem, ConsumeStats, ConsumeStatsList, MessageQueue, OffsetWrapper
 from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand

@@ -80,7 +80,7 @@ class ProxyServer:
         self.registry = CollectorRegistry()
         self.metrics = Metrics(self.registry, cluster=config.cluster_name, node_id="rmqproxy-proxy", broker_label=True)
         self.rejections = Rejections(reactor.seconds)
-        # every deadline alarm, in sight of the connections (held pulls, timer messages)
+        # the held pulls' deadline alarm, in sight of the connections
         self.deadlines = Deadlines(reactor.seconds, lambda fire: precise_alarm(reactor, fire))
         self.holds = HoldService(reactor, config.max_held_pulls, config.max_held_pulls_per_connection,
                                  alarm=self.deadlines.alarm)  # fmt: skip

@@ -53,6 +53,18 @@ def _echo(request: RemotingCommand, conn: Connection) -> RemotingCommand:
     return request.response(0, body=request.body)
 
 
+def _answered_later(later: list[defer.Deferred], body: bytes = b""):
+    """A handler whose answers come later, outside the read: each request's Deferred goes to
+    ``later``, for the test to fire."""
+
+    def held(request: RemotingCommand, conn: Connection) -> defer.Deferred:
+        d: defer.Deferred = defer.Deferred()
+        later.append(d.addCallback(lambda _: request.response(0, body=body)))
+        return d
+
+    return held
+
+
 def test_the_replies_of_one_read_leave_in_one_send() -> None:
     transport = SocketTransport()
     conn = _connection(transport, _echo)
@@ -89,14 +101,8 @@ def test_a_reply_made_later_goes_straight_to_the_socket_too() -> None:
     """A woken held pull or a flushed SYNC_FLUSH send is answered at once, not at the reactor's
     next write-readiness round (which comes after every other socket of the current poll)."""
     later: list[defer.Deferred] = []
-
-    def held(request: RemotingCommand, conn: Connection) -> defer.Deferred:
-        d: defer.Deferred = defer.Deferred()
-        later.append(d.addCallback(lambda _: request.response(0, body=b"late")))
-        return d
-
     transport = SocketTransport()
-    conn = _connection(transport, held)
+    conn = _connection(transport, _answered_later(later, body=b"late"))
     conn.dataReceived(_requests(7))
     assert transport.direct_calls == 0 and transport.sent == b""
     later[0].callback(None)
@@ -108,14 +114,8 @@ def test_once_closing_later_replies_wait_in_twisteds_buffer_for_the_close() -> N
     """A stopping server's answers (held pulls ended by the shutdown) leave with the close, so
     the client cannot send new requests that the closing connection would never read."""
     later: list[defer.Deferred] = []
-
-    def held(request: RemotingCommand, conn: Connection) -> defer.Deferred:
-        d: defer.Deferred = defer.Deferred()
-        later.append(d.addCallback(lambda _: request.response(0)))
-        return d
-
     transport = SocketTransport()
-    conn = _connection(transport, held)
+    conn = _connection(transport, _answered_later(later))
     conn.dataReceived(_requests(7, 8))
     conn.closing()
     for d in later:
