@@ -320,10 +320,7 @@ class Server:
         connections gracefully; the Deferred fires once they are gone (at most 2 s), so the
         reactor lets queued answers reach the clients before it exits. A Java 4.9 client does
         not fail requests pending on a closed connection: unanswered held pulls would make it
-        wait out its 30 s pull timeout after a restart; nor may the answers reach it before the
-        close (``Connection.closing``)."""
-        for conn in self.connections:
-            conn.closing()
+        wait out its 30 s pull timeout after a restart."""
         for loop in self._loops:
             if loop.running:
                 loop.stop()

@@ -325,8 +325,10 @@ class Connection(Protocol):
             self._later(header)
             if body:
                 self._later(body)
-        else:  # outside a read (a woken held pull, a flushed SYNC_FLUSH send): at once, as a read's replies
-            self._write_now(header + body if body else header)
+        elif body:
+            self.transport.writeSequence((header, body))
+        else:
+            self.transport.write(header)
 
     def _later(self, data: bytes) -> None:
         """Hold ``data`` until the batch of the read being handled ends."""
@@ -433,14 +435,6 @@ class Connection(Protocol):
             callback(RequestTimeout(f"{self} closed before answering"), *args)
         if self.on_close is not None:
             self.on_close(self)
-
-    def closing(self) -> None:
-        """The server is about to close this connection: from now on answers wait in Twisted's
-        buffer, which ``close`` sends just before the socket closes. Sent at once, they would let
-        a client pull again before the close, and the server stops reading at the close: a Java
-        4.9 client then waits out its 30 s pull timeout for requests nobody read."""
-        if self.connected:
-            self._write_now = self.transport.write
 
     def close(self) -> None:
         if self.connected:

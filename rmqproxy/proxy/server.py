@@ -154,8 +154,6 @@ class ProxyServer:
         for port in self.ports:
             port.stopListening()
         self.nodes.close()
-        for conn in self.connections:
-            conn.closing()
         self.holds.shutdown()
         self.pull_log.close()
         for conn in list(self.connections):
