@@ -47,6 +47,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("bindAddress", "bind_address", str, "127.0.0.1", "address to listen on", proxy=True, namesrv=True),
     Setting("listenPort", "listen_port", int, 9876, "remoting port serving name-server and broker codes", proxy=True, namesrv=True),
     Setting("brokerListenPort", "broker_listen_port", int, 0, "extra broker-only port (0: none)"),
+    Setting("fastPortEnable", "fast_port_enable", bool, True,
+            "also listen on every broker port - 2: the fast (VIP) port of clients with vipChannelEnabled",
+            proxy=True),
     Setting("brokerIP1", "broker_ip1", str, "", "address advertised in routes (default: bind address)", proxy=True),
     Setting("metricsPromExporterPort", "metrics_port", int, 5557, "Prometheus /metrics port (0: off)", proxy=True),
     Setting("metricsPromExporterHost", "metrics_host", str, "", "address /metrics listens on (default: bind address)", proxy=True),
@@ -211,6 +214,9 @@ class Config(_Fields):
         for name in ("listen_port", "broker_listen_port", "metrics_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise ValueError(f"{_BY_FIELD[name].key} must be a port number")
+        if self.fast_port_enable and self.broker_listen_port and self.broker_listen_port - 2 == self.listen_port:
+            raise ValueError(f"the fast port (brokerListenPort {self.broker_listen_port} - 2) is listenPort: "
+                             "choose another brokerListenPort, or set fastPortEnable=false")
         for setting in _BOUNDED:
             if getattr(self, setting.field) < setting.low:
                 raise ValueError(f"{setting.key} must be {setting.low} or more, not {getattr(self, setting.field)}")
@@ -225,6 +231,13 @@ class Config(_Fields):
         """``ip:port`` that routes point clients at (the broker port if separate)."""
         host = self.broker_ip1 or self.bind_address
         return f"{host}:{self.broker_listen_port or self.listen_port}"
+
+    @property
+    def fast_port(self) -> int:
+        """The broker's fast (VIP) port: its advertised port - 2, as a reference broker derives it
+        (0: none). Clients derive it themselves, so routes never name it."""
+        port = (self.broker_listen_port or self.listen_port) - 2
+        return port if self.fast_port_enable and port > 0 else 0
 
     def store_config(self) -> StoreConfig:
         """The store's settings, from the keys that configure it."""

@@ -23,6 +23,7 @@ from .clientstats import ClientStats
 from .config import Config
 from .delayed import DelayedDelivery
 from .dispatch import Dispatcher
+from .fastport import listen_fast
 from .hold import HoldService
 from .kvconfig import KVConfig
 from .pulllog import PullLog
@@ -220,6 +221,9 @@ class Server:
             self.ports.append(self.reactor.listenTCP(
                 port, factory, backlog=self.config.server_socket_backlog, interface=self.config.bind_address
             ))  # fmt: skip
+        if self.config.fast_port:
+            self.ports.append(listen_fast(self.reactor, self.config.fast_port, factory,
+                                          backlog=self.config.server_socket_backlog, interface=self.config.bind_address))
         if self.config.metrics_port and self.config.metrics_enabled:
             # as a 5.x broker: metricsPromExporterHost, when blank the broker's own address
             host = self.config.metrics_host or self.config.bind_address
@@ -249,10 +253,10 @@ class Server:
             log.warn("broker.conf keys rmqproxy does not use, ignored: {keys}", keys=ignored)
         addresses = ", ".join(f"{p.getHost().host}:{p.getHost().port}" for p in self.ports)
         log.info(
-            "rmqproxy listening on {addresses} (name server and broker; routes advertise {advertised}), "
-            "store {store} ({flush})",
-            addresses=addresses, advertised=self.config.advertised_address, store=self.config.store_dir,
-            flush=self.config.flush_disk_type,
+            "rmqproxy listening on {addresses} (name server and broker; routes advertise {advertised}; fast port "
+            "{fast}), store {store} ({flush})",
+            addresses=addresses, advertised=self.config.advertised_address, fast=self.config.fast_port or "off",
+            store=self.config.store_dir, flush=self.config.flush_disk_type,
         )  # fmt: skip
 
     @staticmethod

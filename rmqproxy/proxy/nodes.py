@@ -7,15 +7,22 @@ local port from ``proxyBrokerPorts``, taken in the order the nodes are first see
 primes that order at start from the cluster info, sorted, so a restarted proxy (same cluster)
 gives every broker the port it had. The upstream address of a node is updated by every answer
 that names it, so a broker that moved is followed.
+
+With ``fastPortEnable`` (the default) each node also listens on its port - 2, its fast (VIP) port
+(``rmqproxy/fastport.py``), relaying to the same upstream broker; ports are then given so that
+both a node's port and its fast port lie in the range and no fast port is another's port: from a
+range starting at S, S+2 (fast S), S+3 (fast S+1), S+6 (fast S+4), S+7 (fast S+5), ...
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from twisted.internet.error import CannotListenError
 from twisted.internet.interfaces import IListeningPort
 from twisted.logger import Logger
+
+from ..fastport import FAST_PORT_OFFSET
 
 log = Logger()
 
@@ -27,15 +34,16 @@ class NoFreePort(Exception):
 class Node:
     """One upstream broker (a master, id 0, or a slave) and the local port that stands for it."""
 
-    __slots__ = ("name", "broker_id", "upstream", "port", "address", "listening", "service_ms")
+    __slots__ = ("name", "broker_id", "upstream", "port", "fast_port", "address", "listening", "service_ms")
 
-    def __init__(self, name: str, broker_id: int, upstream: str, port: int, address: str) -> None:
+    def __init__(self, name: str, broker_id: int, upstream: str, port: int, address: str, fast_port: int = 0) -> None:
         self.name = name
         self.broker_id = broker_id
         self.upstream = upstream  # "host:port" of the real broker
         self.port = port
+        self.fast_port = fast_port  # its fast (VIP) port, port - 2 (0: none)
         self.address = address  # what routes advertise: "host:port" of the listener
-        self.listening: IListeningPort | None = None
+        self.listening: list[IListeningPort] = []  # the port's listener, then the fast port's
         self.service_ms = 1.0  # the broker's usual round trip for a request it does not hold (an estimate)
 
     @property
@@ -63,9 +71,12 @@ def parse_port_range(text: str, default_start: int) -> range:
 class NodeDirectory:
     """(broker name, broker id) -> ``Node``, starting a listener for each new one."""
 
-    def __init__(self, ports: range, host: str, listen: Callable[[Node], IListeningPort]) -> None:
+    def __init__(self, ports: range, host: str, listen: Callable[[Node, int], IListeningPort], *,
+                 fast: bool = True) -> None:  # fmt: skip
+        """``listen(node, port)`` listens on ``port`` for ``node`` (its port, or its fast port when ``fast``)."""
         self.ports = ports
         self.host = host
+        self.fast = fast
         self._listen = listen
         self._nodes: dict[tuple[str, int], Node] = {}
         self._taken: set[int] = set()
@@ -91,25 +102,39 @@ class NodeDirectory:
         for name, broker_id, upstream in sorted(nodes):
             self.localize(name, broker_id, upstream)
 
-    def _add(self, name: str, broker_id: int, upstream: str) -> Node:
+    def _free(self) -> Iterator[tuple[int, int]]:
+        """(port, fast port or 0) pairs of the range not taken yet, in order."""
         for port in self.ports:
-            if port in self._taken:
+            fast = port - FAST_PORT_OFFSET if self.fast else 0
+            if port in self._taken or (self.fast and (fast not in self.ports or fast in self._taken)):
                 continue
-            self._taken.add(port)
-            node = Node(name, broker_id, upstream, port, f"{self.host}:{port}")
+            yield port, fast
+
+    def _add(self, name: str, broker_id: int, upstream: str) -> Node:
+        for port, fast in self._free():
+            self._taken.update((port, fast) if fast else (port,))
+            node = Node(name, broker_id, upstream, port, f"{self.host}:{port}", fast)
             try:
-                node.listening = self._listen(node)
+                for listen_on in (port, fast) if fast else (port,):
+                    node.listening.append(self._listen(node, listen_on))
             except CannotListenError as exc:
-                log.warn("proxyBrokerPorts: port {port} is not free ({error}); trying the next", port=port, error=exc)
+                log.warn("proxyBrokerPorts: port {port} is not free ({error}); trying the next", port=exc.port,
+                         error=exc)  # fmt: skip
+                self._stop(node)
                 continue
             self._nodes[(name, broker_id)] = node
-            log.info("broker {node} is served on {address}", node=node, address=node.address)
+            log.info("broker {node} is served on {address}{fast}", node=node, address=node.address,
+                     fast=f" (fast port {fast})" if fast else "")  # fmt: skip
             return node
         raise NoFreePort(f"no free port left in proxyBrokerPorts ({self.ports.start}-{self.ports.stop - 1}) "
                          f"for broker {name} id {broker_id}")  # fmt: skip
 
+    @staticmethod
+    def _stop(node: Node) -> None:
+        for listening in node.listening:
+            listening.stopListening()
+        node.listening = []
+
     def close(self) -> None:
         for node in self._nodes.values():
-            if node.listening is not None:
-                node.listening.stopListening()
-                node.listening = None
+            self._stop(node)

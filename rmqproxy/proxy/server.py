@@ -92,7 +92,7 @@ class ProxyServer:
                              deadlines=self.deadlines)  # fmt: skip
         self.namesrvs = NameServers(self.dialer, config.namesrv_addr)
         self.nodes = NodeDirectory(parse_port_range(config.proxy_broker_ports, config.listen_port),
-                                   config.advertised_host, self._listen_node)  # fmt: skip
+                                   config.advertised_host, self._listen_node, fast=config.fast_port_enable)  # fmt: skip
         self.handoff = LockHandoff(reactor, immediate=config.lock_release_on_disconnect == "immediate",
                                    timeout_s=self.timeout_s)  # fmt: skip
         self.reply_buffers = ReplyBuffers(config.max_buffered_reply_bytes_per_connection, config.max_buffered_reply_bytes)
@@ -142,8 +142,9 @@ class ProxyServer:
 
         return self.namesrvs.request(request).addCallback(primed).addErrback(failed)
 
-    def _listen_node(self, node: Node) -> IListeningPort:
-        return self.reactor.listenTCP(node.port, _ConnectionFactory(self, self._broker_request, node),
+    def _listen_node(self, node: Node, port: int) -> IListeningPort:
+        """Listen on ``port`` (the node's port or its fast port) for connections relayed to ``node``."""
+        return self.reactor.listenTCP(port, _ConnectionFactory(self, self._broker_request, node),
                                       backlog=self.config.server_socket_backlog, interface=self.config.bind_address)  # fmt: skip
 
     def stop(self) -> defer.Deferred:

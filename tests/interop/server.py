@@ -192,7 +192,7 @@ class RunningServer(ScratchServer):
         self.nofile = nofile  # the process's fd limit (soft and hard), if given
         self.store_dir = self.workdir / "store"
         self.log_path = self.workdir / "server.log"
-        self.port = port or free_port()
+        self.port = port or free_port(also_free=(-2,))  # and its fast (VIP) port, port - 2
         self.message_delay_level = message_delay_level
         self.conf_path: Path | None = None
         self.broker_conf = dict(broker_conf or {})
@@ -325,8 +325,10 @@ class RunningProxy(RunningServer):
 
     @property
     def broker_addr(self) -> str:
-        """The first broker listener (routes name the others)."""
-        return f"127.0.0.1:{self.broker_ports[0]}"
+        """The first broker listener (routes name the others): the range's first port, or its third when
+        each listener has its fast port at - 2 (rmqproxy/proxy/nodes.py)."""
+        fast = self.broker_conf.get("fastPortEnable", "true").strip().lower() == "true"
+        return f"127.0.0.1:{self.broker_ports[0] + (2 if fast else 0)}"
 
     @property
     def command(self) -> list[str]:

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from twisted.internet import defer
+from twisted.internet.error import CannotListenError
 from twisted.logger import LogLevel, globalLogPublisher
 
 from codec.codes import RequestCode, ResponseCode
@@ -31,8 +32,9 @@ STANDARD_ROUTE = (
 )
 
 
-def _directory() -> NodeDirectory:
-    return NodeDirectory(range(20001, 20011), "127.0.0.1", lambda node: _Port("127.0.0.1", node.port))
+def _directory(*, fast: bool = False) -> NodeDirectory:
+    """Ports 20001-20010; without fast ports unless asked, so that nodes take the ports in order."""
+    return NodeDirectory(range(20001, 20011), "127.0.0.1", lambda node, port: _Port("127.0.0.1", port), fast=fast)
 
 
 def test_a_fastjson_route_comes_back_in_fastjson_with_local_addresses() -> None:
@@ -66,10 +68,45 @@ def test_a_broker_keeps_its_port_and_follows_a_new_address() -> None:
 
 
 def test_the_port_range_is_a_bound() -> None:
-    nodes = NodeDirectory(range(20001, 20002), "127.0.0.1", lambda node: _Port("127.0.0.1", node.port))
+    nodes = NodeDirectory(range(20001, 20002), "127.0.0.1", lambda node, port: _Port("127.0.0.1", port), fast=False)
     nodes.localize("broker-a", 0, "a:1")
     with pytest.raises(NoFreePort):
         nodes.localize("broker-b", 0, "b:1")
+
+
+def test_with_fast_ports_each_node_has_its_port_minus_2_and_no_fast_port_is_another_s_port() -> None:
+    listened: list[tuple[str, int]] = []
+
+    def listen(node, port):
+        listened.append((node.name, port))
+        return _Port("127.0.0.1", port)
+
+    nodes = NodeDirectory(range(20001, 20011), "127.0.0.1", listen)
+    nodes.prime([(name, 0, f"{name}:1") for name in ("a", "b", "c", "d")])
+    assert [(n.name, n.port, n.fast_port) for n in nodes] == [
+        ("a", 20003, 20001), ("b", 20004, 20002), ("c", 20007, 20005), ("d", 20008, 20006)]
+    assert listened == [("a", 20003), ("a", 20001), ("b", 20004), ("b", 20002), ("c", 20007), ("c", 20005),
+                        ("d", 20008), ("d", 20006)]  # fmt: skip
+    assert nodes.localize("a", 0, "a:1") == "127.0.0.1:20003"  # routes name the main port
+    with pytest.raises(NoFreePort):  # 20009/20010 have no fast port in the range
+        nodes.localize("e", 0, "e:1")
+
+
+def test_a_node_whose_fast_port_is_taken_moves_on_and_frees_its_main_listener() -> None:
+    stopped: list[int] = []
+
+    class Port(_Port):
+        def stopListening(self) -> None:
+            stopped.append(self.port)
+
+    def listen(node, port):
+        if port == 20001:
+            raise CannotListenError("127.0.0.1", port, OSError("in use"))
+        return Port("127.0.0.1", port)
+
+    nodes = NodeDirectory(range(20001, 20011), "127.0.0.1", listen)
+    assert nodes.localize("a", 0, "a:1") == "127.0.0.1:20004"
+    assert stopped == [20003] and nodes.get("a", 0).fast_port == 20002
 
 
 def test_port_ranges() -> None:
@@ -114,7 +151,8 @@ def test_the_name_server_port_answers_routes_with_local_addresses_under_the_clie
     proxy, reactor, _ = make_proxy(tmp_path, proxy_broker_ports="20001-20010")
     proxy.namesrvs = _NameServers(FASTJSON_ROUTE)
     answer = _ask(proxy, RequestCode.GET_ROUTEINFO_BY_TOPIC, topic="T")
-    assert answer.opaque == 77 and b'{0:"127.0.0.1:20001",1:"127.0.0.1:20002"}' in answer.body
+    # by default each node's fast port (port - 2) comes from the range too: 20003 (fast 20001), 20004 (fast 20002)
+    assert answer.opaque == 77 and b'{0:"127.0.0.1:20003",1:"127.0.0.1:20004"}' in answer.body
     other = _ask(proxy, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
     assert other.body == FASTJSON_ROUTE  # anything else passes through untouched
 

@@ -61,10 +61,10 @@ def test_the_hold_a_pull_asks_for_is_cut_to_the_cap(tmp_path) -> None:
 def test_the_listen_backlog_is_server_socket_backlog(tmp_path) -> None:
     server, reactor = make_server(tmp_path, broker_listen_port=10911)
     server.stop()
-    assert reactor.backlogs == [1024, 1024]
+    assert reactor.backlogs == [1024, 1024, 1024]  # 9876, 10911 and its fast port 10909
     server, reactor = make_server(tmp_path / "b", server_socket_backlog=4096)
     server.stop()
-    assert reactor.backlogs == [4096]
+    assert reactor.backlogs == [4096, 4096]
 
 
 @pytest.mark.parametrize(

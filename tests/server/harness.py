@@ -11,6 +11,7 @@ from typing import Any
 
 from twisted.internet import task
 from twisted.internet.address import IPv4Address
+from twisted.internet.error import CannotListenError
 from twisted.internet.testing import StringTransport
 
 from codec.bodies import ConsumerData, HeartbeatData, ProducerData, build_subscription
@@ -30,6 +31,8 @@ class FakeReactor(task.Clock):
         self.advance(1_700_000_000.0)  # store timestamps come from this clock
         self.thread_calls: queue.SimpleQueue = queue.SimpleQueue()
         self.listening: list[tuple[str, int]] = []  # (interface, port)
+        self.factories: dict[int, Any] = {}  # port -> the factory listening there
+        self.taken: set[int] = set()  # ports whose listenTCP fails as if another process had them
         self.backlogs: list[int] = []  # the listen backlog of each port
 
     def callFromThread(self, fn, *args, **kwargs) -> None:
@@ -48,7 +51,10 @@ class FakeReactor(task.Clock):
             return ran
 
     def listenTCP(self, port: int, factory: Any, backlog: int = 50, interface: str = "") -> Any:
+        if port in self.taken:
+            raise CannotListenError(interface, port, OSError(98, "Address already in use"))
         self.listening.append((interface, port))
+        self.factories[port] = factory
         self.backlogs.append(backlog)
         factory.doStart()
         return _Port(interface, port)

@@ -52,7 +52,7 @@ def test_metrics_listen_on_the_bind_address_unless_metrics_prom_exporter_host_is
 ) -> None:
     server, reactor = make_server(tmp_path, bind_address="10.1.2.3", metrics_port=5557, metrics_host=metrics_host)
     try:
-        assert reactor.listening == [("10.1.2.3", 9876), (expected, 5557)]
+        assert reactor.listening == [("10.1.2.3", 9876), ("10.1.2.3", 9874), (expected, 5557)]  # 9874: the fast port
     finally:
         server.stop()
 
