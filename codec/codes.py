@@ -173,6 +173,16 @@ class SerializeType(enum.IntEnum):
 FLAG_RESPONSE = 0x1
 FLAG_ONEWAY = 0x2
 
+
+class PullSysFlag(enum.IntFlag):
+    """The ``sysFlag`` bits of a PULL_MESSAGE request (Java's ``PullSysFlag``)."""
+
+    COMMIT_OFFSET = 0x1
+    SUSPEND = 0x2  # hold the pull until a message comes or ``suspendTimeoutMillis`` passes
+    SUBSCRIPTION = 0x4  # the request carries its subscription (the broker must not use the registered one)
+    CLASS_FILTER = 0x8
+    LITE_PULL = 0x10
+
 _REQUEST_NAMES = {c.value: c.name for c in RequestCode}
 _RESPONSE_NAMES = {c.value: c.name for c in ResponseCode}
 

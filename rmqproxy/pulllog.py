@@ -20,9 +20,14 @@ import queue
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 from twisted.logger import Logger
+
+from codec.codes import PullSysFlag, ResponseCode, code_name
+from codec.command import RemotingCommand
+from codec.message import record_count
 
 log = Logger()
 
@@ -57,6 +62,24 @@ class PullEvent:
     next_offset: int
     max_offset: int
 
+    @classmethod
+    def of_pull(cls, header: Any, answer: RemotingCommand | None, *, arrived: float, done: float, held: bool,
+                hold_ms: float, wake: str, mode: str, client_id: str, remote: str) -> PullEvent:  # fmt: skip
+        """The event of one pull, in either mode: ``header`` its typed request header, ``answer``
+        what the client got (None: nobody was left to answer), times in reactor seconds."""
+        total_ms = (done - arrived) * 1000
+        ext = answer.ext_fields if answer is not None and answer.ext_fields else {}
+        found = answer is not None and answer.code == ResponseCode.SUCCESS
+        return cls(
+            ts_ms=int(done * 1000), arrived_ms=int(arrived * 1000), group=header.consumer_group, topic=header.topic,
+            queue_id=header.queue_id, client_id=client_id, remote=remote, offset=header.queue_offset,
+            max_msgs=header.max_msg_nums, suspend_ms=suspend_ms(header), held=held, hold_ms=round(hold_ms, 3),
+            service_ms=round(total_ms - hold_ms, 3), total_ms=round(total_ms, 3), wake=wake, mode=mode,
+            code=code_name(answer.code, response=True) if answer is not None else "NO_RESPONSE",
+            msgs=record_count(answer.body) if found else 0, bytes=len(answer.body) if answer is not None else 0,
+            next_offset=_int(ext.get("nextBeginOffset"), header.queue_offset), max_offset=_int(ext.get("maxOffset"), 0),
+        )  # fmt: skip
+
     def to_json(self) -> str:
         return self.json_line().decode()
 
@@ -64,6 +87,19 @@ class PullEvent:
         """The event as one compact JSON object, fields in schema order (orjson writes a dataclass
         directly: half a microsecond, where ``json.dumps`` of a dict took eight)."""
         return orjson.dumps(self)
+
+
+def suspend_ms(header: Any) -> int:
+    """How long a pull asked to be held: its ``suspendTimeoutMillis`` with the SUSPEND flag, else 0."""
+    return header.suspend_timeout_millis if header.sys_flag & PullSysFlag.SUSPEND else 0
+
+
+def _int(text: str | None, default: int) -> int:
+    """An answer's numeric ext field, ``default`` when absent or not a number (an upstream's answer)."""
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
 
 
 def log_file_name(ts_ms: int) -> str:

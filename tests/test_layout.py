@@ -125,6 +125,61 @@ def test_the_product_never_imports_tests_or_benchmarks() -> None:
     assert _violations(python_files("codec", "rmqproxy", "dashboards", "spark_jobs"), ("tests", "bench")) == []
 
 
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(*folders: str) -> dict[str, set[str]]:
+    """Module -> the project modules it imports (``TYPE_CHECKING`` imports included: a circle hidden
+    there is still a circle a reader has to untie)."""
+    modules = {_module_name(p): p for p in python_files(*folders)}
+    return {name: {m for m in _imports(path) if m in modules and m != name} for name, path in modules.items()}
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected set of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            members = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                members.append(member)
+                if member == node:
+                    break
+            if len(members) > 1:
+                circles.append(sorted(members))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return circles
+
+
+def test_no_import_circle_in_the_product() -> None:
+    assert import_circles(import_graph("codec", "rmqproxy")) == []
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    assert import_circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
 def test_the_import_checker_sees_relative_imports() -> None:
     """The checks above would pass vacuously if relative imports were not resolved."""
     assert "rmqproxy.server" in _imports(ROOT / "rmqproxy" / "cli.py")

@@ -20,10 +20,9 @@ from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
 
 from codec.bodies import SubscriptionData, build_subscription
-from codec.codes import RequestCode, ResponseCode, code_name
+from codec.codes import PullSysFlag, RequestCode, ResponseCode
 from codec.command import RemotingCommand
 from codec.headers import PullMessageRequestHeader, PullMessageResponseHeader
-from codec.message import record_count
 
 from ..clients import ClientRegistry
 from ..config import Config
@@ -36,10 +35,10 @@ from ..store import GetResult, GetStatus, MessageFilter, MessageStore, TagFilter
 from ..subgroups import FAQ_TODO, SubscriptionGroupTable
 from ..topics import TopicTable
 
-SYSFLAG_COMMIT_OFFSET = 0x1
-SYSFLAG_SUSPEND = 0x2
-SYSFLAG_SUBSCRIPTION = 0x4
-SYSFLAG_CLASS_FILTER = 0x8
+SYSFLAG_COMMIT_OFFSET = int(PullSysFlag.COMMIT_OFFSET)  # plain ints: tested on every pull
+SYSFLAG_SUSPEND = int(PullSysFlag.SUSPEND)
+SYSFLAG_SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)
+SYSFLAG_CLASS_FILTER = int(PullSysFlag.CLASS_FILTER)
 
 _STATUS_CODES: dict[GetStatus, int] = {
     GetStatus.FOUND: ResponseCode.SUCCESS,
@@ -287,24 +286,12 @@ class PullProcessor:
         wake; service time is the rest of arrival to answer."""
         if not self.listeners:
             return
-        header, conn, arrived = pull.header, pull.conn, pull.arrived
-        client = self.clients.client_of(conn)
-        done = self.clock.seconds()
-        total_ms = (done - arrived) * 1000
-        hold_ms = (woke - hold_started) * 1000 if hold_started is not None else 0.0
-        ext = response.ext_fields if response is not None and response.ext_fields else {}
-        event = PullEvent(
-            ts_ms=int(done * 1000), arrived_ms=int(arrived * 1000), group=header.consumer_group,
-            topic=header.topic, queue_id=header.queue_id, client_id=client.client_id if client is not None else "", remote=conn.remote,
-            offset=header.queue_offset, max_msgs=header.max_msg_nums,
-            suspend_ms=header.suspend_timeout_millis if header.sys_flag & SYSFLAG_SUSPEND else 0,
-            held=hold_started is not None, hold_ms=round(hold_ms, 3), service_ms=round(total_ms - hold_ms, 3),
-            total_ms=round(total_ms, 3), wake=wake, mode="long" if self.config.long_polling else "short",
-            code=code_name(response.code, response=True) if response is not None else "NO_RESPONSE",
-            msgs=record_count(response.body) if response is not None else 0,
-            bytes=len(response.body) if response is not None else 0,
-            next_offset=int(ext.get("nextBeginOffset", header.queue_offset)),
-            max_offset=int(ext.get("maxOffset", 0)),
+        client = self.clients.client_of(pull.conn)
+        event = PullEvent.of_pull(
+            pull.header, response, arrived=pull.arrived, done=self.clock.seconds(), held=hold_started is not None,
+            hold_ms=(woke - hold_started) * 1000 if hold_started is not None else 0.0, wake=wake,
+            mode="long" if self.config.long_polling else "short", client_id=client.client_id if client is not None else "",
+            remote=pull.conn.remote,
         )  # fmt: skip
         for listener in self.listeners:
             listener(event)

@@ -19,7 +19,7 @@ closed connection's upstream channel closes after ``LINGER_S``.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from twisted.internet import defer
 from twisted.logger import Logger
@@ -29,10 +29,8 @@ from codec.codes import RequestCode
 from codec.command import RemotingCommand
 from codec.errors import CodecError
 
-from .upstream import ask
-
-if TYPE_CHECKING:
-    from .session import BrokerSession
+from .nodes import Node
+from .upstream import LazyConnection, ask
 
 log = Logger()
 
@@ -45,38 +43,45 @@ MAX_LOCKS_PER_CLIENT = 1024
 _Queues = frozenset  # of (topic, broker name, queue id)
 
 
+class LockHolder(Protocol):
+    """What the handoff needs of a client's session (``session.BrokerSession``)."""
+
+    client_id: str
+    node: Node
+    link: LazyConnection
+
+
 class LockHandoff:
     def __init__(self, reactor: Any, *, immediate: bool, timeout_s: float, on_release: Any = None) -> None:
         self.reactor = reactor
         self.immediate = immediate
         self.timeout_s = timeout_s
         self.on_release = on_release  # (client id, queues unlocked) for metrics and tests
-        self._live: dict[str, set[BrokerSession]] = {}  # client id -> its open sessions
+        self._live: dict[str, set[LockHolder]] = {}  # client id -> its open sessions
         # client id -> (broker, broker id, group) -> lock requests no later one covers, oldest first
         self._locks: dict[str, dict[tuple[str, int, str], list[tuple[_Queues, RemotingCommand]]]] = {}
         self._counts: dict[str, int] = {}  # client id -> requests in ``_locks``
-        self._parked: dict[str, list[BrokerSession]] = {}  # closed sessions waiting for the release
+        self._parked: dict[str, list[LockHolder]] = {}  # closed sessions waiting for the release
 
-    def joined(self, session: BrokerSession) -> None:
+    def joined(self, session: LockHolder) -> None:
         """``session`` told its clientId (its first heartbeat)."""
         self._live.setdefault(session.client_id, set()).add(session)
 
-    def locked(self, session: BrokerSession, request: RemotingCommand) -> None:
-        """A LOCK_BATCH_MQ on its way upstream: remember it as the client's latest for that group."""
+    def locked(self, session: LockHolder, request: RemotingCommand) -> str:
+        """A LOCK_BATCH_MQ on its way upstream: remember it as the client's latest for that group.
+        Returns the clientId it was remembered under ("" when it was not): a session that has
+        none yet (locks before any heartbeat) takes it, and then ``joined``."""
         if not self.immediate:
-            return
+            return ""
         try:
             body = LockBatchRequestBody.from_json(request.body)
         except CodecError:
-            return
+            return ""
         client_id = body.client_id or ""
         if not client_id or not body.consumer_group:
-            return
-        if not session.client_id:  # locks before any heartbeat: the body names the client
-            session.client_id = client_id
-            self.joined(session)
-        elif client_id != session.client_id:
-            return  # one client per connection: a body naming another is not remembered
+            return ""
+        if session.client_id and client_id != session.client_id:
+            return ""  # one client per connection: a body naming another is not remembered
         key = (session.node.name, session.node.broker_id, body.consumer_group)
         queues = frozenset((mq.topic, mq.broker_name, mq.queue_id) for mq in body.mq_set)
         requests = self._locks.setdefault(client_id, {}).setdefault(key, [])
@@ -87,8 +92,9 @@ class LockHandoff:
             count += 1
         requests[:] = kept
         self._counts[client_id] = count
+        return client_id
 
-    def left(self, session: BrokerSession) -> bool:
+    def left(self, session: LockHolder) -> bool:
         """``session``'s client connection closed. True when this keeps its upstream channel open
         for now (it closes once the client's locks are released, or after ``LINGER_S``)."""
         client_id = session.client_id
@@ -106,7 +112,7 @@ class LockHandoff:
             self._release(client_id)
         return True
 
-    def _linger_over(self, client_id: str, session: BrokerSession) -> None:
+    def _linger_over(self, client_id: str, session: LockHolder) -> None:
         parked = self._parked.get(client_id)
         if parked is not None and session in parked:
             parked.remove(session)

@@ -27,29 +27,26 @@ counts as held upstream (wake ``upstream``), the rest as service.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from twisted.internet import defer
 from twisted.logger import Logger
 
-from codec.codes import ResponseCode, code_name
+from codec.codes import ResponseCode
 from codec.command import RemotingCommand
 from codec.errors import CodecError
 from codec.headers import PullMessageRequestHeader
-from codec.message import record_count
 
 from ..hold import WAKE_DISCONNECT, WAKE_NONE, WAKE_UPSTREAM, HeldPull, always
-from ..pulllog import PullEvent
-from .upstream import ask, relabel
-
-if TYPE_CHECKING:
-    from .session import BrokerSession
+from ..pulllog import PullEvent, suspend_ms
+from ..transport import Connection
+from .nodes import Node
+from .shared import Relaying
+from .upstream import LazyConnection, ask, relabel
 
 log = Logger()
 
-SYSFLAG_SUSPEND = 0x2
 STASH_TTL_S = 30.0
-MAX_STASH_BYTES = 256 << 20
 #: An upstream pull for a client still waiting is sent again no sooner than this after the last,
 REPULL_INTERVAL_S = 0.1
 #: and only while the client has this long left: a broker answers the pulls it held on its 5 s
@@ -73,7 +70,7 @@ class ClientPull:
         self.held: HeldPull | None = None  # its deadline in the hold service
         self.answered = False
         self.d: Any = None
-        self.suspend_ms = header.suspend_timeout_millis if header.sys_flag & SYSFLAG_SUSPEND else 0
+        self.suspend_ms = suspend_ms(header)
 
 
 class UpstreamPull:
@@ -103,13 +100,26 @@ class Slot:
         self.max_offset = 0
 
 
-class PullRelay:
-    """The pulls of one ``BrokerSession``."""
+class PullSession(Protocol):
+    """What a ``PullRelay`` needs of its session (``session.BrokerSession``)."""
 
-    def __init__(self, session: BrokerSession) -> None:
+    client: Connection
+    node: Node
+    client_id: str
+    link: LazyConnection
+
+    def forward(self, request: RemotingCommand) -> Any: ...
+
+    def failed(self, failure: Any, request: RemotingCommand) -> RemotingCommand: ...
+
+
+class PullRelay:
+    """The pulls of one session."""
+
+    def __init__(self, session: PullSession, shared: Relaying) -> None:
         self.session = session
-        self.proxy = session.proxy
-        self.clock = session.proxy.reactor
+        self.shared = shared
+        self.clock = shared.clock
         self.slots: dict[tuple[str, str, int], Slot] = {}
         self.outstanding = 0  # upstream pulls sent and not yet answered, retired ones included
 
@@ -127,9 +137,9 @@ class PullRelay:
             if answer is not None:
                 return self._finish(pull, relabel(answer, request.opaque), WAKE_NONE, None)
         if not pull.suspend_ms:  # answered at once by the broker: nothing to hold or keep
-            d = self.session.link.get().addCallback(ask, request, self.proxy.timeout_s)
+            d = self.session.link.get().addCallback(ask, request, self.shared.timeout_s)
             return d.addCallbacks(self._answered_now, self._failed_now, callbackArgs=(pull,), errbackArgs=(pull,))
-        holds = self.proxy.holds
+        holds = self.shared.holds
         if holds.conn_full(self.session.client) or self.outstanding >= holds.max_held_per_conn:
             return request.response(
                 ResponseCode.SYSTEM_BUSY,
@@ -148,7 +158,7 @@ class PullRelay:
                 if live.waiter is not None:
                     live.waiter = None  # (its client is answered at its own deadline)
             self._send(slot, pull)
-        suspend_s = min(pull.suspend_ms, self.proxy.config.max_pull_suspend_ms) / 1000
+        suspend_s = min(pull.suspend_ms / 1000, self.shared.max_suspend_s)
         held = HeldPull(
             key=(header.topic, header.queue_id), offset=header.queue_offset, matches=always,
             conn=self.session.client, reread=functools.partial(self._deadline, slot, pull), started=pull.arrived,
@@ -224,10 +234,8 @@ class PullRelay:
     def _keep(self, slot: Slot, offset: int, answer: RemotingCommand) -> None:
         """An answer that came after its client was answered: the next pull of ``offset`` gets it."""
         self._drop_stash(slot)
-        size = len(answer.body)
-        if self.proxy.stash_bytes + size > MAX_STASH_BYTES:
+        if not self.shared.stash.take(len(answer.body)):
             return  # the client pulls it again: costs a pull, loses nothing
-        self.proxy.stash_bytes += size
         slot.stash = (offset, answer)
         slot.stash_at = self.clock.seconds()
 
@@ -239,7 +247,7 @@ class PullRelay:
 
     def _drop_stash(self, slot: Slot) -> None:
         if slot.stash is not None:
-            self.proxy.stash_bytes -= len(slot.stash[1].body)
+            self.shared.stash.give(len(slot.stash[1].body))
             slot.stash = None
 
     # --- answers ----------------------------------------------------------------------------
@@ -280,7 +288,7 @@ class PullRelay:
         """Answer ``pull`` (once) and tell the listeners how it went."""
         pull.answered = True
         if pull.held is not None:
-            self.proxy.holds.release(pull.held, wake)
+            self.shared.holds.release(pull.held, wake)
             pull.held = None
         if up is not None:
             self._emit(pull, answer, wake, max(up.sent, pull.arrived))
@@ -308,20 +316,10 @@ class PullRelay:
         else:  # timeout, shutdown, disconnect: held by the proxy from arrival
             held = True
             hold_ms = min(total_ms, pull.suspend_ms) if wake != WAKE_DISCONNECT else total_ms
-        header = pull.header
-        ext = answer.ext_fields if answer is not None and answer.ext_fields else {}
-        code = code_name(answer.code, response=True) if answer is not None else "NO_RESPONSE"
-        event = PullEvent(
-            ts_ms=int(now * 1000), arrived_ms=int(pull.arrived * 1000), group=header.consumer_group,
-            topic=header.topic, queue_id=header.queue_id, client_id=self.session.client_id,
-            remote=self.session.client.remote, offset=header.queue_offset, max_msgs=header.max_msg_nums,
-            suspend_ms=pull.suspend_ms, held=held, hold_ms=round(hold_ms, 3), service_ms=round(total_ms - hold_ms, 3),
-            total_ms=round(total_ms, 3), wake=wake, mode="long",
-            code=code, msgs=record_count(answer.body) if answer is not None and answer.code == ResponseCode.SUCCESS else 0,
-            bytes=len(answer.body) if answer is not None else 0,
-            next_offset=_int(ext.get("nextBeginOffset"), header.queue_offset), max_offset=_int(ext.get("maxOffset"), 0),
-        )  # fmt: skip
-        self.proxy.pulled(node, event)
+        event = PullEvent.of_pull(pull.header, answer, arrived=pull.arrived, done=now, held=held, hold_ms=hold_ms,
+                                  wake=wake, mode="long", client_id=self.session.client_id,
+                                  remote=self.session.client.remote)  # fmt: skip
+        self.shared.pulled(node, event)
 
     def sweep(self) -> None:
         """Drop kept answers older than ``STASH_TTL_S`` (their client did not come back for them)."""
@@ -333,16 +331,10 @@ class PullRelay:
 
     def close(self) -> None:
         """The client is gone: its held pulls end (disconnect), stashes go, live pulls are retired."""
-        self.proxy.holds.connection_closed(self.session.client)
+        self.shared.holds.connection_closed(self.session.client)
         for slot in self.slots.values():
             self._drop_stash(slot)
             if slot.live is not None:
                 slot.live.retired = True
         self.slots.clear()
 
-
-def _int(text: str | None, default: int) -> int:
-    try:
-        return int(text) if text is not None else default
-    except ValueError:
-        return default

@@ -13,29 +13,24 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from prometheus_client import CollectorRegistry, disable_created_metrics
-from twisted.internet import defer, task
+from twisted.internet import defer
 from twisted.internet.interfaces import IListeningPort
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
-from twisted.web.server import Site
 
 from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
 from codec.errors import CodecError
 
-from ..alarm import Deadlines, precise_alarm
 from ..config import SETTINGS, Config
-from ..hold import HoldService
-from ..exposition import MetricsResource
-from ..metrics import LiveState, Metrics
-from ..pulllog import PullEvent, PullLog
-from ..rejects import Rejections
-from ..transport import Connection, ReplyBuffers, WriteBatch
+from ..pulllog import PullEvent
+from ..runtime import Runtime
+from ..transport import Connection, WriteBatch
 from .handoff import LockHandoff
 from .nodes import NoFreePort, Node, NodeDirectory, parse_port_range
 from .routes import cluster_nodes, rewrite_cluster_info, rewrite_route
 from .session import BrokerSession
+from .shared import Relaying, StashBudget
 from .upstream import Dialer, NameServers, UpstreamError, relabel
 
 log = Logger()
@@ -46,8 +41,8 @@ _PULLS = (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)
 
 
 class _ConnectionFactory(Factory):
-    """Client connections of one listener, served by ``handler``; on a broker listener each gets
-    its ``BrokerSession``."""
+    """Client connections of one listener, served by ``handler``; on a broker listener (or its
+    fast port) each gets its ``BrokerSession``."""
 
     noisy = False
 
@@ -58,49 +53,37 @@ class _ConnectionFactory(Factory):
 
     def buildProtocol(self, addr: Any) -> Connection:
         proxy = self.proxy
-        conn = Connection(
-            self.handler, proxy.reactor, max_frame_bytes=proxy.config.max_frame_size, on_close=proxy.closed,
-            on_reject=proxy.rejections, max_in_flight=proxy.config.max_in_flight_requests_per_connection,
-            buffers=proxy.reply_buffers, batch=proxy.batch, deadlines=proxy.deadlines,
-        )  # fmt: skip
-        proxy.connections.add(conn)
+        conn = proxy.runtime.connection(self.handler, proxy.closed, batch=proxy.batch)
         if self.node is not None:
-            proxy.sessions[conn] = BrokerSession(proxy, self.node, conn)
+            proxy.sessions[conn] = BrokerSession(proxy.relaying, self.node, conn)
         return conn
 
 
 class ProxyServer:
+    """``rmqproxy proxy``: the name-server port and a listener per upstream broker node."""
+
     def __init__(self, config: Config, reactor: Any) -> None:
         if not config.namesrv_addr.strip():
             raise ValueError("proxy mode needs the upstream name servers: --namesrv-addr host:port[;host:port...]")
         self.config = config
         self.reactor = reactor
         self.timeout_s = config.proxy_request_timeout_ms / 1000
-        disable_created_metrics()
-        self.registry = CollectorRegistry()
-        self.metrics = Metrics(self.registry, cluster=config.cluster_name, node_id="rmqproxy-proxy", broker_label=True)
-        self.rejections = Rejections(reactor.seconds)
-        # the held pulls' deadline alarm, in sight of the connections
-        self.deadlines = Deadlines(reactor.seconds, lambda fire: precise_alarm(reactor, fire))
-        self.holds = HoldService(reactor, config.max_held_pulls, config.max_held_pulls_per_connection,
-                                 alarm=self.deadlines.alarm)  # fmt: skip
-        self.pull_log = PullLog(config.pull_log_dir, config.pull_log_mode)
-        self.registry.register(LiveState(self.metrics, holds=self.holds, pull_log=self.pull_log,
-                                         rejections=self.rejections))  # fmt: skip
+        self.runtime = runtime = Runtime(config, reactor, node_id="rmqproxy-proxy", broker_label=True)
+        self.metrics, self.holds = runtime.metrics, runtime.holds
+        runtime.watch()
         self.batch = WriteBatch()
         self.dialer = Dialer(reactor, max_frame_bytes=config.max_frame_size, timeout_s=self.timeout_s, batch=self.batch,
-                             deadlines=self.deadlines)  # fmt: skip
+                             deadlines=runtime.deadlines)  # fmt: skip
         self.namesrvs = NameServers(self.dialer, config.namesrv_addr)
         self.nodes = NodeDirectory(parse_port_range(config.proxy_broker_ports, config.listen_port),
                                    config.advertised_host, self._listen_node, fast=config.fast_port_enable)  # fmt: skip
         self.handoff = LockHandoff(reactor, immediate=config.lock_release_on_disconnect == "immediate",
                                    timeout_s=self.timeout_s)  # fmt: skip
-        self.reply_buffers = ReplyBuffers(config.max_buffered_reply_bytes_per_connection, config.max_buffered_reply_bytes)
+        self.stash = StashBudget()  # late upstream answers kept for their clients' next pulls
+        self.relaying = Relaying(clock=reactor, dialer=self.dialer, timeout_s=self.timeout_s, holds=self.holds,
+                                 max_suspend_s=config.max_pull_suspend_ms / 1000, stash=self.stash,
+                                 handoff=self.handoff, answered=self.answered, pulled=self.pulled)  # fmt: skip
         self.sessions: dict[Connection, BrokerSession] = {}
-        self.connections: set[Connection] = set()
-        self.ports: list[IListeningPort] = []
-        self.stash_bytes = 0  # bytes of late upstream answers kept for their clients' next pulls
-        self._loops: list[task.LoopingCall] = []
 
     # --- start and stop ---------------------------------------------------------------------
 
@@ -109,19 +92,9 @@ class ProxyServer:
         ports in sorted order; the Deferred fires when that is done (or failed: ports are then
         given as routes name the brokers)."""
         config = self.config
-        self.ports.append(self.reactor.listenTCP(
-            config.listen_port, _ConnectionFactory(self, self._namesrv_request, None),
-            backlog=config.server_socket_backlog, interface=config.bind_address,
-        ))  # fmt: skip
-        if config.metrics_port and config.metrics_enabled:
-            host = config.metrics_host or config.bind_address
-            self.ports.append(self.reactor.listenTCP(config.metrics_port, Site(MetricsResource(self.registry, self.reactor)),
-                                                     interface=host))  # fmt: skip
-        for interval, fn in ((0.5, self.pull_log.flush), (10.0, self._sweep)):
-            loop = task.LoopingCall(fn)
-            loop.clock = self.reactor
-            loop.start(interval, now=False).addErrback(lambda f: log.failure("periodic task failed", f))
-            self._loops.append(loop)
+        self.runtime.listen(config.listen_port, _ConnectionFactory(self, self._namesrv_request, None))
+        self.runtime.serve_metrics()
+        self.runtime.every([(0.5, self.runtime.pull_log.flush), (10.0, self._sweep)])
         unused = sorted({s.key for s in SETTINGS if not s.proxy and getattr(config, s.field) != s.default} | set(config.extra))
         if unused:
             log.warn("keys proxy mode does not use, ignored: {keys}", keys=", ".join(unused))
@@ -148,21 +121,9 @@ class ProxyServer:
                                       backlog=self.config.server_socket_backlog, interface=self.config.bind_address)  # fmt: skip
 
     def stop(self) -> defer.Deferred:
-        """Stop listening, answer held pulls (PULL_NOT_FOUND), flush the event log, close clients."""
-        for loop in self._loops:
-            if loop.running:
-                loop.stop()
-        for port in self.ports:
-            port.stopListening()
-        self.nodes.close()
-        self.holds.shutdown()
-        self.pull_log.close()
-        for conn in list(self.connections):
-            conn.close()
-        self.namesrvs.close()
-        done: defer.Deferred = defer.Deferred()
-        self.reactor.callLater(0.2, done.callback, None)  # let the answers just written leave
-        return done
+        """Stop listening, answer held pulls (PULL_NOT_FOUND), flush the event log, close clients
+        (``Runtime.stop``)."""
+        return self.runtime.stop([self.nodes.close, self.namesrvs.close])
 
     # --- the name-server port ---------------------------------------------------------------
 
@@ -197,7 +158,7 @@ class ProxyServer:
         return self.sessions[conn].handle(request)
 
     def closed(self, conn: Connection) -> None:
-        self.connections.discard(conn)
+        """A client connection closed: so does its session."""
         session = self.sessions.pop(conn, None)
         if session is not None:
             session.closed()
@@ -210,7 +171,7 @@ class ProxyServer:
 
     def pulled(self, node: Node, event: PullEvent) -> None:
         """A client pull was answered (``pulls.PullRelay``)."""
-        self.pull_log(event)
+        self.runtime.pull_log(event)
         if self.config.metrics_enabled:
             self.metrics.on_pull(event, node.label)
 

@@ -18,7 +18,8 @@ queue locks (``handoff``) and pulls (``pulls``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from twisted.internet import defer
 from twisted.logger import Logger
@@ -31,10 +32,8 @@ from codec.errors import CodecError
 from ..transport import Connection
 from .nodes import Node
 from .pulls import PullRelay
+from .shared import Relaying
 from .upstream import LazyConnection, UpstreamError, ask, relabel
-
-if TYPE_CHECKING:
-    from .server import ProxyServer
 
 log = Logger()
 
@@ -42,21 +41,31 @@ log = Logger()
 #: CONSUME_MESSAGE_DIRECTLY: the broker itself waits 10 s).
 CLIENT_ANSWER_TIMEOUT_S = 10.0
 
-_PULLS = (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)
 
 
 class BrokerSession:
     """A client connection on a node's listener, relayed to that node."""
 
-    def __init__(self, proxy: ProxyServer, node: Node, client: Connection) -> None:
-        self.proxy = proxy
+    def __init__(self, shared: Relaying, node: Node, client: Connection) -> None:
+        self.shared = shared
         self.node = node
         self.client = client
         self.client_id = ""
         self.heartbeat: RemotingCommand | None = None  # the client's last HEART_BEAT, replayed on re-dial
-        self.link = LazyConnection(proxy.dialer, lambda: node.upstream, self.from_broker,
+        self.link = LazyConnection(shared.dialer, lambda: node.upstream, self.from_broker,
                                    on_connect=self._replay_heartbeat)  # fmt: skip
-        self.pulls = PullRelay(self)
+        self.pulls = PullRelay(self, shared)
+        self.routes = self.interpreted()
+
+    def interpreted(self) -> dict[int, Callable[[RemotingCommand], Any]]:
+        """The request codes the proxy interprets on their way, and how; every other code is
+        relayed as it is (``forward``)."""
+        return {
+            RequestCode.PULL_MESSAGE: self.pulls.pull,  # exact deadlines, kept late answers, events
+            RequestCode.LITE_PULL_MESSAGE: self.pulls.pull,
+            RequestCode.HEART_BEAT: self._heartbeat,  # kept for replay on a new upstream connection
+            RequestCode.LOCK_BATCH_MQ: self._locked,  # remembered for the lock handoff
+        }
 
     def __repr__(self) -> str:
         return f"<BrokerSession {self.client.remote} -> {self.node}>"
@@ -64,15 +73,9 @@ class BrokerSession:
     # --- client -> broker -----------------------------------------------------------------
 
     def handle(self, request: RemotingCommand) -> Any:
-        """A client request: answered by the upstream broker (a Deferred), or None if oneway."""
-        code = request.code
-        if code in _PULLS:
-            return self.pulls.pull(request)
-        if code == RequestCode.HEART_BEAT:
-            self._heartbeat(request)
-        elif code == RequestCode.LOCK_BATCH_MQ:
-            self.proxy.handoff.locked(self, request)
-        return self.forward(request)
+        """A client request: answered by the upstream broker (a Deferred, or written when it comes),
+        or None if oneway."""
+        return self.routes.get(request.code, self.forward)(request)
 
     def forward(self, request: RemotingCommand, timeout_s: float | None = None) -> defer.Deferred | None:
         """Send ``request`` upstream; a Deferred of the answer under the client's opaque (an
@@ -80,8 +83,8 @@ class BrokerSession:
         if request.is_oneway:
             self.link.get().addCallbacks(lambda conn: conn.send_oneway(request), self._oneway_lost, errbackArgs=(request,))
             return None
-        started = self.proxy.reactor.seconds()
-        timeout_s = timeout_s or self.proxy.timeout_s
+        started = self.shared.clock.seconds()
+        timeout_s = timeout_s or self.shared.timeout_s
         conn = self.link.conn
         if conn is not None and conn.connected:  # the usual case, without Deferreds: see ``_relay``
             self.client.in_flight += 1
@@ -101,8 +104,8 @@ class BrokerSession:
             client.write_command(self._relayed(result, request, started))
 
     def _relayed(self, answer: RemotingCommand, request: RemotingCommand, started: float) -> RemotingCommand:
-        elapsed_ms = (self.proxy.reactor.seconds() - started) * 1000
-        self.proxy.answered(self.node, request.code, answer.code, elapsed_ms)
+        elapsed_ms = (self.shared.clock.seconds() - started) * 1000
+        self.shared.answered(self.node, request.code, answer.code, elapsed_ms)
         return relabel(answer, request.opaque)
 
     def failed(self, failure: Any, request: RemotingCommand) -> RemotingCommand:
@@ -122,21 +125,34 @@ class BrokerSession:
         log.info("{session}: oneway request {code} not forwarded: {error}", session=self, code=request.code,
                  error=failure.getErrorMessage())  # fmt: skip
 
-    def _heartbeat(self, request: RemotingCommand) -> None:
+    def _heartbeat(self, request: RemotingCommand) -> Any:
+        """Keep the heartbeat (and learn the clientId from the first), then forward it."""
         self.heartbeat = request
         if not self.client_id:
             try:
                 client_id = HeartbeatData.from_json(request.body).client_id or ""
             except CodecError:
-                return  # the broker will say what is wrong with it
-            self.client_id = client_id
-            self.proxy.handoff.joined(self)
+                client_id = ""  # the broker will say what is wrong with it
+            if client_id:
+                self._joined(client_id)
+        return self.forward(request)
+
+    def _locked(self, request: RemotingCommand) -> Any:
+        """Remember a queue lock for the handoff (a lock before any heartbeat names the client), then forward it."""
+        client_id = self.shared.handoff.locked(self, request)
+        if client_id and not self.client_id:
+            self._joined(client_id)
+        return self.forward(request)
+
+    def _joined(self, client_id: str) -> None:
+        self.client_id = client_id
+        self.shared.handoff.joined(self)
 
     def _replay_heartbeat(self, conn: Connection) -> defer.Deferred | None:
         """A new upstream connection: register the client on it before anything else goes."""
         if self.heartbeat is None:
             return None
-        d = ask(conn, self.heartbeat, self.proxy.timeout_s)
+        d = ask(conn, self.heartbeat, self.shared.timeout_s)
         return d.addErrback(lambda f: log.info("{session}: heartbeat replay failed: {error}", session=self,
                                                error=f.getErrorMessage()))  # fmt: skip
 
@@ -162,5 +178,5 @@ class BrokerSession:
         """The client's connection closed: end its pulls; its upstream connection closes now,
         or once its queue locks are released (``handoff``)."""
         self.pulls.close()
-        if not self.proxy.handoff.left(self):
+        if not self.shared.handoff.left(self):
             self.link.close()

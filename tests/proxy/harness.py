@@ -32,7 +32,7 @@ def make_proxy(tmp_path: Path, **overrides: Any) -> tuple[ProxyServer, FakeReact
     reactor = FakeReactor()
     proxy = ProxyServer(Config(**values), reactor)
     events = _Events()
-    proxy.pull_log = events  # type: ignore[assignment]
+    proxy.runtime.pull_log = events  # type: ignore[assignment]
     return proxy, reactor, events
 
 
@@ -54,7 +54,7 @@ class FakeBroker(Endpoint):
 
     def __init__(self, session: BrokerSession, reactor: FakeReactor) -> None:
         self.transport = StringTransport(peerAddress=IPv4Address("TCP", "10.1.0.1", 10911))
-        self.conn = Connection(session.from_broker, reactor, max_frame_bytes=16 << 20, batch=session.proxy.batch)
+        self.conn = Connection(session.from_broker, reactor, max_frame_bytes=16 << 20, batch=session.shared.dialer.batch)
         self.conn.makeConnection(self.transport)
         session.link.conn = self.conn  # as if dialed
         self.peer = RemotingPeer()  # the broker's own numbering, for requests it starts

@@ -57,11 +57,11 @@ def test_a_late_answer_serves_the_next_pull_of_that_offset_once(setup) -> None:
     reactor.advance(15)
     (upstream,) = client.broker.requests(PULL)
     client.broker.answer(upstream, ResponseCode.SUCCESS, FOUND_EXT, BODY)  # before the client's retry
-    assert proxy.stash_bytes == len(BODY)
+    assert proxy.stash.used == len(BODY)
     retry = client.send(PULL, **pull_fields())
     answer = client.answer(retry)
     assert (answer.code, answer.body) == (ResponseCode.SUCCESS, BODY)
-    assert proxy.stash_bytes == 0
+    assert proxy.stash.used == 0
     assert len(client.broker.requests(PULL)) == 1
     again = client.send(PULL, **pull_fields())  # the same offset again: the broker is asked
     assert client.answer(again) is None and len(client.broker.requests(PULL)) == 2
@@ -76,7 +76,7 @@ def test_a_late_answer_is_not_given_to_a_pull_of_another_offset(setup) -> None:
     other = client.send(PULL, **pull_fields(offset=7))
     assert client.answer(other) is None
     assert [int(r.ext_fields["queueOffset"]) for r in client.broker.requests(PULL)] == [0, 7]
-    assert proxy.stash_bytes == 0
+    assert proxy.stash.used == 0
 
 
 def test_a_pull_for_another_offset_retires_the_held_one_whose_answer_then_goes_nowhere(setup) -> None:
@@ -87,7 +87,7 @@ def test_a_pull_for_another_offset_retires_the_held_one_whose_answer_then_goes_n
     second = client.send(PULL, **pull_fields(offset=5))
     old, new = client.broker.requests(PULL)
     client.broker.answer(old, ResponseCode.SUCCESS, FOUND_EXT, BODY)
-    assert client.answer(second) is None and proxy.stash_bytes == 0
+    assert client.answer(second) is None and proxy.stash.used == 0
     client.broker.answer(new, ResponseCode.SUCCESS, {**FOUND_EXT, "nextBeginOffset": "6"}, b"x")
     assert client.answer(second).body == b"x"
 
@@ -139,7 +139,7 @@ def test_a_disconnect_ends_held_pulls_and_forgets_late_answers(setup) -> None:
     client.broker.answer(upstream, ResponseCode.SUCCESS, FOUND_EXT, BODY)
     client.send(PULL, **pull_fields(offset=1))
     client.close()
-    assert proxy.stash_bytes == 0 and proxy.holds.count == 0
+    assert proxy.stash.used == 0 and proxy.holds.count == 0
     assert events[-1].wake == "disconnect" and events[-1].code == "NO_RESPONSE"
 
 

@@ -334,7 +334,7 @@ def test_a_delayed_message_is_delivered_exactly_when_due(broker) -> None:
     assert server.store.max_offset("Sooner", 0) == 1 and server.store.max_offset("Later", 0) == 0
     reactor.advance(1.0)
     assert server.store.max_offset("Later", 0) == 1
-    assert len(reactor.getDelayedCalls()) == len(server._loops)  # nothing left waiting but the periodic tasks
+    assert len(reactor.getDelayedCalls()) == len(server.runtime.loops)  # nothing left waiting but the periodic tasks
 
 
 def test_a_client_silent_past_channel_expired_timeout_is_closed_and_a_heartbeating_one_kept(broker) -> None:

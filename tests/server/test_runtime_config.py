@@ -160,7 +160,7 @@ def _runs_within(seconds: float, task: Callable[[Any], Any]) -> Callable[[Any, A
     """Whether a periodic task runs in the next ``seconds`` (counted through its loop)."""
 
     def probe(server, reactor) -> bool:
-        loop = server._loop_of[task(server)]
+        loop = server.runtime.loops[task(server)]
         runs = []
         original, loop.f = loop.f, lambda: runs.append(1)
         try:

@@ -1,0 +1,160 @@
+"""What every front end shares, built once per process and stopped in order.
+
+A composition root (``serve``'s ``server.Server``, ``proxy``'s ``proxy.server.ProxyServer``, and
+the next front end) makes one ``Runtime`` and adds only what is its own. The runtime owns the
+metrics registry, the rejection counters, the deadline alarms, the hold service, the pull event
+log, the reply-buffer bounds, the client connections with the bounds every front end applies,
+the listening ports (the ``/metrics`` port among them) and the periodic tasks; ``stop`` ends them
+in the order that lets every client get its last answers (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from types import SimpleNamespace
+from typing import Any
+
+from prometheus_client import CollectorRegistry, disable_created_metrics
+from twisted.internet import defer, task
+from twisted.internet.interfaces import IListeningPort
+from twisted.internet.protocol import Factory
+from twisted.logger import Logger
+from twisted.web.server import Site
+
+from .alarm import Deadlines, precise_alarm
+from .config import Config
+from .exposition import MetricsResource
+from .hold import HoldService
+from .metrics import LiveState, Metrics
+from .pulllog import PullLog
+from .rejects import Rejections
+from .transport import Connection, Handler, ReplyBuffers, WriteBatch
+
+__all__ = ["NO_HOOKS", "Runtime"]
+
+log = Logger()
+
+#: How long a stopping server waits for its clients' connections to close before it exits.
+CLOSE_WAIT_S = 2.0
+
+
+def _ignore(*_args: Any) -> None:
+    """A metric hook that measures nothing (metricsExporterType=DISABLE)."""
+
+
+#: The metric hooks of ``metricsExporterType=DISABLE``: the request paths call nothing that measures.
+NO_HOOKS = SimpleNamespace(on_flush=_ignore, on_put=_ignore, on_pull=_ignore, on_handoff=_ignore, on_request=_ignore)
+
+
+class Runtime:
+    """The shared parts of one server process (see the module docstring)."""
+
+    def __init__(self, config: Config, reactor: Any, *, node_id: str, broker_label: bool = False) -> None:
+        self.config = config
+        self.reactor = reactor
+        disable_created_metrics()  # RocketMQ and rocketmq-exporter export no *_created series
+        self.registry = CollectorRegistry()
+        self.metrics = Metrics(self.registry, cluster=config.cluster_name, node_id=node_id, broker_label=broker_label)
+        self.hooks: Any = self.metrics if config.metrics_enabled else NO_HOOKS
+        self.rejections = Rejections(reactor.seconds)
+        # every deadline alarm (held pulls, timer messages), in sight of the connections
+        self.deadlines = Deadlines(reactor.seconds, lambda fire: precise_alarm(reactor, fire))
+        self.holds = HoldService(reactor, config.max_held_pulls, config.max_held_pulls_per_connection,
+                                 alarm=self.deadlines.alarm)  # fmt: skip
+        self.pull_log = PullLog(config.pull_log_dir, config.pull_log_mode)
+        self.reply_buffers = ReplyBuffers(config.max_buffered_reply_bytes_per_connection, config.max_buffered_reply_bytes)
+        self.connections: set[Connection] = set()
+        self.ports: list[IListeningPort] = []
+        self.loops: dict[Callable[[], Any], task.LoopingCall] = {}  # periodic function -> its loop
+        self._all_closed: defer.Deferred | None = None
+
+    def watch(self, **tables: Any) -> None:
+        """Export the live tables (held pulls, the pull log, rejections, and the root's ``tables``)
+        as gauges read at scrape time (``metrics.LiveState``)."""
+        self.registry.register(LiveState(self.metrics, holds=self.holds, pull_log=self.pull_log,
+                                         rejections=self.rejections, **tables))  # fmt: skip
+
+    def connection(self, handler: Handler, on_close: Callable[[Connection], None], *,
+                   batch: WriteBatch | None = None) -> Connection:  # fmt: skip
+        """A new client connection with the bounds every front end applies (frame size, requests
+        in flight, reply buffers), counted until it closes."""
+        config = self.config
+
+        def closed(conn: Connection) -> None:
+            self.connections.discard(conn)
+            on_close(conn)
+            if not self.connections and self._all_closed is not None and not self._all_closed.called:
+                self._all_closed.callback(None)
+
+        conn = Connection(
+            handler, self.reactor, max_frame_bytes=config.max_frame_size, on_close=closed, on_reject=self.rejections,
+            max_in_flight=config.max_in_flight_requests_per_connection, buffers=self.reply_buffers, batch=batch,
+            deadlines=self.deadlines,
+        )  # fmt: skip
+        self.connections.add(conn)
+        return conn
+
+    def listen(self, port: int, factory: Factory) -> IListeningPort:
+        """Listen on ``port`` of the bind address with the configured backlog."""
+        listening: IListeningPort = self.reactor.listenTCP(port, factory, backlog=self.config.server_socket_backlog,
+                                                           interface=self.config.bind_address)  # fmt: skip
+        self.ports.append(listening)
+        return listening
+
+    def serve_metrics(self) -> None:
+        """``GET /metrics`` on ``metricsPromExporterPort`` (unless 0 or DISABLE), at
+        ``metricsPromExporterHost``, the bind address when blank (as a 5.x broker)."""
+        config = self.config
+        if config.metrics_port and config.metrics_enabled:
+            host = config.metrics_host or config.bind_address
+            self.ports.append(self.reactor.listenTCP(config.metrics_port, Site(MetricsResource(self.registry, self.reactor)),
+                                                     interface=host))  # fmt: skip
+
+    def every(self, tasks: Iterable[tuple[float, Callable[[], Any]]]) -> None:
+        """Run each ``(interval, fn)`` every interval seconds from now on (failures are logged)."""
+        for interval, fn in tasks:
+            loop = task.LoopingCall(fn)
+            loop.clock = self.reactor
+            self._start(loop, interval)
+            self.loops[fn] = loop
+
+    def reschedule(self, fn: Callable[[], Any], interval: float) -> None:
+        """Run the periodic ``fn`` every ``interval`` from now on (a runtime config change)."""
+        loop = self.loops.get(fn)
+        if loop is not None and loop.running and loop.interval != interval:
+            loop.stop()  # the next run comes one new interval from now
+            self._start(loop, interval)
+
+    @staticmethod
+    def _start(loop: task.LoopingCall, interval: float) -> None:
+        loop.start(interval, now=False).addErrback(lambda f: log.failure("periodic task failed", f))
+
+    def stop(self, steps: Iterable[Callable[[], Any]] = ()) -> defer.Deferred:
+        """Stop the periodic tasks and listening, answer the held pulls, close the event log, run
+        the root's own ``steps`` (each failure logged, the rest still run), then close the client
+        connections gracefully: the Deferred fires once they are gone (at most ``CLOSE_WAIT_S``),
+        so the reactor lets queued answers reach the clients before it exits. A Java 4.9 client
+        does not fail requests pending on a closed connection: unanswered held pulls would make
+        it wait out its 30 s pull timeout after a restart."""
+        for loop in self.loops.values():
+            if loop.running:
+                loop.stop()
+        for port in self.ports:
+            port.stopListening()
+        for step in (self.holds.shutdown, self.pull_log.close, *steps):
+            try:
+                step()
+            except Exception:  # whatever fails, the steps after it still run
+                log.failure("stopping: {step} failed", step=getattr(step, "__qualname__", step))
+        self._all_closed = all_closed = defer.Deferred()
+        if not self.connections:
+            all_closed.callback(None)
+        for conn in list(self.connections):
+            conn.close()
+
+        def give_up() -> None:
+            if not all_closed.called:
+                all_closed.callback(None)
+
+        timeout = self.reactor.callLater(CLOSE_WAIT_S, give_up)
+        return all_closed.addBoth(lambda _: timeout.cancel() if timeout.active() else None)
