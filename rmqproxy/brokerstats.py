@@ -11,11 +11,14 @@ Two tables, both fed by the hooks that feed the Prometheus metrics (``on_put``, 
   by ``topic@group``, ``BROKER_*`` by cluster name. VIEW_BROKER_STATS_DATA (315) reads them, and
   GET_CONSUME_STATS' ``consumeTps`` is the minute tps of ``GROUP_GET_NUMS``.
 - Store throughput (the reference's ``StoreStatsService``): the store's put and get totals and
-  the count of pulls that found messages, sampled every second (the last 601), for the runtime
-  info's ``putTps``/``getFoundTps``/``getTransferedTps`` over 10, 60 and 600 s; and the totals at
-  each local midnight (``msg*TotalTodayMorning``/``YesterdayMorning``).
+  the counts of pulls that found messages and of pulls that found none, sampled every second
+  (the last 601), for the runtime info's ``putTps``, ``getFoundTps``, ``getMissTps``,
+  ``getTotalTps`` and ``getTransferedTps`` over 10, 60 and 600 s; the longest pull service time
+  (``getMessageEntireTimeMax``); and the totals at each local midnight
+  (``msg*TotalTodayMorning``/``YesterdayMorning``). The store's put times
+  (``store/puttimes.py``) move to their next minute on this clock too.
 
-The send path pays one dict lookup and six integer additions per put: a key's items are made on
+The send path pays one dict lookup and five integer additions per put: a key's items are made on
 its first event, and at most ``max_keys`` keys are kept (past that, a new topic or topic@group is
 counted only in the ``BROKER_*`` totals, and that is logged once).
 """
@@ -27,10 +30,12 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from twisted.logger import Logger
+
+from .store.puttimes import PERIOD_S as PUT_TIMES_PERIOD_S
 
 log = Logger()
 
@@ -55,6 +60,12 @@ DAY = (3600.0, 25)
 STORE_SAMPLE_S = 1.0
 STORE_SAMPLES = 601
 STORE_WINDOWS_S = (10, 60, 600)
+#: The sample columns ``store_tps`` reads: messages put, pulls that found messages, messages
+#: pulled, pulls that found none.
+PUTS, FOUND, TRANSFERRED, MISSED = 1, 2, 3, 4
+#: A pull answered with one of these read the store and found nothing (the reference's
+#: ``getMessageTimesTotalMiss``); refusals (permission, subscription) never read it.
+MISS_CODES = frozenset({"PULL_NOT_FOUND", "PULL_RETRY_IMMEDIATELY", "PULL_OFFSET_MOVED"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,6 +132,19 @@ def java_double(value: float) -> str:
     return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{power}"
 
 
+def java_fixed(value: float, digits: int) -> str:
+    """``String.format("%.<digits>f", value)``: Java rounds the shortest decimal form half up."""
+    return str(Decimal(repr(float(value))).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+
+
+def human_bytes(count: int) -> str:
+    """``MixAll.humanReadableByteCount(count, false)``: ``"512 B"``, ``"1.5 KiB"``, ``"2.0 GiB"``."""
+    if count < 1024:
+        return f"{count} B"
+    exp = int(math.log(count) / math.log(1024))
+    return f"{java_fixed(count / float(1024**exp), 1)} {'KMGTPE'[exp - 1]}iB"
+
+
 def next_midnight(now_s: float) -> float:
     """The epoch second of the next local midnight after ``now_s`` (the reference's ``computeNextMorningTimeMillis``)."""
     day = time.localtime(now_s)
@@ -136,7 +160,7 @@ class BrokerStats:
         self.clock = clock  # the reactor (or task.Clock): seconds() and callLater()
         self.cluster = cluster
         self.max_keys = max_keys
-        self.store = store  # its put_count and get_count: messages stored and pulled since start
+        self.store = store  # its put_count, get_count (messages stored and pulled since start), put_times
         self.items: dict[str, dict[str, StatsItem]] = {name: {} for name in ITEM_NAMES}
         self.keys = 0  # topic and topic@group keys kept (broker totals not counted)
         self._warned = False
@@ -145,9 +169,10 @@ class BrokerStats:
         self._group_get: dict[tuple[str, str], tuple[StatsItem, StatsItem, StatsItem]] = {}
         self.broker_put = self.items[BROKER_PUT_NUMS].setdefault(cluster, StatsItem())
         self.broker_get = self.items[BROKER_GET_NUMS].setdefault(cluster, StatsItem())
-        self.put_bytes = 0  # stored for producers since start (the runtime info's putMessageAverageSize)
         self.found = 0  # pulls that found messages (the reference's getMessageTimesTotalFound)
-        self.store_samples: deque[tuple[int, int, int, int]] = deque(maxlen=STORE_SAMPLES)
+        self.missed = 0  # pulls that read the store and found none (getMessageTimesTotalMiss)
+        self.longest_pull_ms = 0  # the longest pull service time, hold excluded (getMessageEntireTimeMax)
+        self.store_samples: deque[tuple[int, int, int, int, int]] = deque(maxlen=STORE_SAMPLES)
         self.put_today_morning = self.put_yesterday_morning = 0
         self.get_today_morning = self.get_yesterday_morning = 0
         self._midnight = next_midnight(clock.seconds())  # when the day totals are next snapshot
@@ -165,11 +190,15 @@ class BrokerStats:
         sizes.value += size
         sizes.times += 1
         self.broker_put.value += messages
-        self.put_bytes += size
 
     def on_pull(self, event: Any, broker: str = "") -> None:
-        """A pull was answered (the metrics' ``on_pull``): counted when it found messages."""
+        """A pull was answered (the metrics' ``on_pull``): one that read the store counts as found
+        or missed and towards the longest service time, one that found messages in its items too."""
+        if not event.msgs and event.code not in MISS_CODES:
+            return  # refused before reading
+        self.longest_pull_ms = max(self.longest_pull_ms, int(event.service_ms))
         if not event.msgs:
+            self.missed += 1
             return
         items = self._group_get.get((event.topic, event.group))
         if items is None:
@@ -254,25 +283,35 @@ class BrokerStats:
 
     def store_tps(self, column: int) -> str:
         """One store rate over 10, 60 and 600 s as the runtime info writes it (a window not yet
-        sampled is empty). ``column``: 1 puts, 2 pulls that found messages, 3 messages pulled."""
+        sampled is empty, as on the reference). ``column``: ``PUTS``, ``FOUND``, ``TRANSFERRED``
+        or ``MISSED``."""
+        rates = (self._rate(column, span) for span in STORE_WINDOWS_S)
+        return " ".join("" if rate is None else java_double(rate) for rate in rates)
+
+    def get_total_tps(self) -> str:
+        """Pulls per second, found plus missed, over 10, 60 and 600 s (``getTotalTps``: the
+        reference writes 0.0 for a window not yet sampled here)."""
+        return " ".join(java_double((self._rate(FOUND, span) or 0.0) + (self._rate(MISSED, span) or 0.0))
+                        for span in STORE_WINDOWS_S)  # fmt: skip
+
+    def _rate(self, column: int, span: int) -> float | None:
+        """Per second over the last ``span`` samples (``CallSnapshot.getTPS``), or None before
+        there are that many."""
         samples = self.store_samples
-        parts = []
-        for span in STORE_WINDOWS_S:
-            if len(samples) > span:
-                first, last = samples[-(span + 1)], samples[-1]
-                elapsed = last[0] - first[0]
-                parts.append(java_double((last[column] - first[column]) / elapsed * 1000 if elapsed > 0 else 0.0))
-            else:
-                parts.append("")
-        return " ".join(parts)
+        if len(samples) <= span:
+            return None
+        first, last = samples[-(span + 1)], samples[-1]
+        elapsed = last[0] - first[0]
+        return (last[column] - first[column]) / elapsed * 1000 if elapsed > 0 else 0.0
 
     # --- sampling ---------------------------------------------------------------------------
 
     def periodic(self) -> list[tuple[float, Callable[[], None]]]:
-        """(interval in seconds, task) the server runs on its clock: the samplings; the store's,
-        every second, also snapshots the day totals once a local midnight has passed."""
+        """(interval in seconds, task) the server runs on its clock: the samplings (the store's,
+        every second, also snapshots the day totals once a local midnight has passed) and the
+        store's put times moving to their next minute."""
         return [(STORE_SAMPLE_S, self.sample_store), (MINUTE[0], self.sample_minute), (HOUR[0], self.sample_hour),
-                (DAY[0], self.sample_day)]  # fmt: skip
+                (DAY[0], self.sample_day), (PUT_TIMES_PERIOD_S, self.store.put_times.rotate)]  # fmt: skip
 
     def _now_ms(self) -> int:
         return int(self.clock.seconds() * 1000)
@@ -294,7 +333,8 @@ class BrokerStats:
 
     def sample_store(self) -> None:
         now = self.clock.seconds()
-        self.store_samples.append((int(now * 1000), self.store.put_count, self.found, self.store.get_count))
+        store = self.store
+        self.store_samples.append((int(now * 1000), store.put_count, self.found, store.get_count, self.missed))
         if now >= self._midnight:
             self.record_morning()
             self._midnight = next_midnight(now)

@@ -26,17 +26,18 @@ from codec.command import RemotingCommand
 from codec.headers import GetBrokerConfigResponseHeader, GetConsumerRunningInfoRequestHeader, QueryMessageResponseHeader
 
 from .. import __version__
-from ..brokerstats import BrokerStats, java_double
+from ..brokerstats import FOUND, MISSED, PUTS, TRANSFERRED, BrokerStats, human_bytes, java_double, java_fixed
 from ..clients import ClientRegistry
 from ..config import SETTINGS, Config, java_text
 from ..dispatch import Route
 from ..relay import call_consumer
 from ..sql92 import SelectorError, compile_selector
-from ..store import MessageStore
+from ..store import MessageStore, used_ratio
 from ..topics import TopicConfig, TopicTable, check_new_topic
 from .clean import destroy_queues, in_use
 
 MAX_QUERY_MESSAGES = 64  # a QUERY_MESSAGE answers at most this many (the reference's maxMsgsNumBatch)
+JAVA_INT_MAX = str(2**31 - 1)  # remainTransientStoreBufferNumbs of a broker without a transient store pool
 
 
 #: 5.x topic attributes (``+key=value``) and the values rmqproxy keeps: every topic is a plain
@@ -206,48 +207,87 @@ class AdminProcessor:
         return request.response(ResponseCode.SUCCESS, body=ConsumeStats(table, consume_tps).to_json())
 
     def runtime_info(self, request: RemotingCommand, header, conn) -> RemotingCommand:
-        """The reference's runtime table, less its thread-pool capacities and timer figures (rmqproxy
-        has neither): rates over 10, 60 and 600 s and the day totals from ``BrokerStats``."""
-        up_ms = max(0, int(self.clock() * 1000) - self.started_ms)
-        days, rest = divmod(up_ms // 1000, 86400)
-        puts, gets = self.store.put_count, self.store.get_count
-        earliest = self.store.look_message(self.store.min_physical_offset)
-        stats = self.stats
+        """Every key of a 4.9.7 broker's runtime table, from what the store and ``BrokerStats``
+        measure; the few rmqproxy has no counterpart for are fixed (docs/operations.md, Statistics)."""
         table = {
             "brokerVersionDesc": "V4_9_8",
             "brokerVersion": "409",
             "rmqproxyVersion": __version__,
             "brokerActive": "true",  # 5.x: a master always serves
-            "bootTimestamp": str(self.started_ms),
-            "runtime": f"[ {days} days, {rest // 3600} hours, {rest % 3600 // 60} minutes, {rest % 60} seconds ]",
-            "msgPutTotalTodayNow": str(puts),
-            "msgGetTotalTodayNow": str(gets),
-            "msgPutTotalTodayMorning": str(stats.put_today_morning if stats else 0),
-            "msgGetTotalTodayMorning": str(stats.get_today_morning if stats else 0),
-            "msgPutTotalYesterdayMorning": str(stats.put_yesterday_morning if stats else 0),
-            "msgGetTotalYesterdayMorning": str(stats.get_yesterday_morning if stats else 0),
-            "earliestMessageTimeStamp": str(earliest.store_timestamp if earliest else 0),
-            "commitLogMinOffset": str(self.store.min_physical_offset),
-            "commitLogMaxOffset": str(self.store.max_physical_offset),
-            "commitLogDiskRatio": f"{self.store.disk_ratio():.4f}",
-            # requests are served as they arrive, on the reactor: no pool queues, no page-cache lock
-            "sendThreadPoolQueueSize": "0",
-            "pullThreadPoolQueueSize": "0",
-            "sendThreadPoolQueueHeadWaitTimeMills": "0",
-            "pullThreadPoolQueueHeadWaitTimeMills": "0",
-            "pageCacheLockTimeMills": "0",
-            "dispatchBehindBytes": str(self.store.dispatch_behind_bytes),
+            **self._store_runtime(),
+            **self._request_runtime(),
+            "startAcceptSendRequestTimeStamp": "0",  # sends are taken from start: the reference's default
+            "remainTransientStoreBufferNumbs": JAVA_INT_MAX,
         }
+        stats = self.stats
         if stats is not None:
-            transferred = stats.store_tps(3)
+            transferred = stats.store_tps(TRANSFERRED)
             table.update({
-                "putTps": stats.store_tps(1),
-                "getFoundTps": stats.store_tps(2),
+                "msgPutTotalTodayMorning": str(stats.put_today_morning),
+                "msgGetTotalTodayMorning": str(stats.get_today_morning),
+                "msgPutTotalYesterdayMorning": str(stats.put_yesterday_morning),
+                "msgGetTotalYesterdayMorning": str(stats.get_yesterday_morning),
+                "getMessageEntireTimeMax": str(stats.longest_pull_ms),
+                "putTps": stats.store_tps(PUTS),
+                "getFoundTps": stats.store_tps(FOUND),
+                "getMissTps": stats.store_tps(MISSED),
+                "getTotalTps": stats.get_total_tps(),
                 "getTransferedTps": transferred,  # 4.x tools read this spelling,
                 "getTransferredTps": transferred,  # 5.x tools this one
-                "putMessageAverageSize": java_double(stats.put_bytes / max(1, stats.broker_put.value)),
             })
         return request.response(ResponseCode.SUCCESS, body=KVTable(table).to_json())
+
+    def _store_runtime(self) -> dict[str, str]:
+        """The runtime keys of the reference's store (``DefaultMessageStore``, ``StoreStatsService``)
+        and the broker's own store figures."""
+        store = self.store
+        up_ms = max(0, int(self.clock() * 1000) - self.started_ms)
+        days, rest = divmod(up_ms // 1000, 86400)
+        earliest = store.look_message(store.min_physical_offset)
+        put_times = store.put_times
+        commitlog_ratio = used_ratio(store.commitlog_dir)
+        total, usable = store.disk_space()
+        table = {
+            "bootTimestamp": str(self.started_ms),
+            "runtime": f"[ {days} days, {rest // 3600} hours, {rest % 3600 // 60} minutes, {rest % 60} seconds ]",
+            "putMessageEntireTimeMax": str(put_times.longest()),
+            "putMessageTimesTotal": str(store.put_count),
+            "putMessageFailedTimes": str(store.put_failed),
+            "putMessageSizeTotal": str(store.put_bytes),
+            "putMessageDistributeTime": put_times.distribution(),
+            "putMessageAverageSize": java_double(store.put_bytes / max(1, store.put_count)),
+            "dispatchMaxBuffer": "0",  # the reference never sets it either
+            "putLatency99": java_fixed(put_times.percentile(0.99), 2),
+            "putLatency999": java_fixed(put_times.percentile(0.999), 2),
+            f"commitLogDiskRatio_{store.commitlog_dir}": java_double(commitlog_ratio),
+            "commitLogDiskRatio": java_double(commitlog_ratio),
+            "consumeQueueDiskRatio": java_double(used_ratio(store.consumequeue_dir)),
+            "commitLogMinOffset": str(store.min_physical_offset),
+            "commitLogMaxOffset": str(store.max_physical_offset),
+            "msgPutTotalTodayNow": str(store.put_count),
+            "msgGetTotalTodayNow": str(store.get_count),
+            "dispatchBehindBytes": str(store.dispatch_behind_bytes),
+            "pageCacheLockTimeMills": "0",  # appends run on the reactor: none is under way while this is answered
+            "earliestMessageTimeStamp": str(earliest.store_timestamp if earliest else -1),
+            "remainHowManyDataToFlush": human_bytes(store.unflushed_bytes),
+            "commitLogDirCapacity": f"Total : {human_bytes(total)}, Free : {human_bytes(usable)}.",
+        }
+        for level, (delivered, end) in store.delay_progress().items():
+            table[f"scheduleMessageOffset_{level}"] = f"{delivered},{end}"
+        return table
+
+    def _request_runtime(self) -> dict[str, str]:
+        """The reference's thread-pool figures. rmqproxy has no pools: each request is handled on
+        the reactor as soon as it is read, so no queue ever holds one; what bounds the requests a
+        client may have waiting (held pulls, SYNC_FLUSH sends) is maxInFlightRequestsPerConnection,
+        past which it gets SYSTEM_BUSY, as a full pool queue answers on the reference."""
+        capacity = str(self.config.max_in_flight_requests_per_connection)
+        table = {"EndTransactionQueueSize": "0", "EndTransactionThreadPoolQueueCapacity": capacity}
+        for pool in ("send", "pull", "query"):
+            table[f"{pool}ThreadPoolQueueSize"] = "0"
+            table[f"{pool}ThreadPoolQueueCapacity"] = capacity
+            table[f"{pool}ThreadPoolQueueHeadWaitTimeMills"] = "0"
+        return table
 
     def broker_config(self, request: RemotingCommand, header, conn) -> RemotingCommand:
         lines = [f"{s.key}={java_text(getattr(self.config, s.field))}" for s in SETTINGS]

@@ -18,6 +18,7 @@ from .store import (
     PutTicket,
     StoreConfig,
     TagFilter,
+    used_ratio,
 )
 
 __all__ = [
@@ -34,4 +35,5 @@ __all__ = [
     "PutTicket",
     "StoreConfig",
     "TagFilter",
+    "used_ratio",
 ]

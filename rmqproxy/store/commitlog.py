@@ -35,6 +35,7 @@ class CommitLog:
         self.files = SegmentQueue(directory, segment_size, **kwargs)
         self.segment_size = segment_size
         self.write_pos = self.files.first.base if self.files.first else 0
+        self.blank_bytes = 0  # segment ends left blank by appends since start
         self.prefaulter: Prefaulter | None = None
         # Fast path of ``append``: records ending at or before ``_fast_end`` go to ``_fast_segment``
         # with no roll and no allocation (set by ``prepare``; only ever too small, never too big).
@@ -69,6 +70,7 @@ class CommitLog:
         if size + MIN_BLANK > room:
             segment = self.files.reserve(pos, pos + MIN_BLANK)
             _HEAD.pack_into(segment.mm, pos - segment.base, room, BLANK_MAGIC)
+            self.blank_bytes += room
             pos += room
             self.write_pos = pos
             segment = self.files.reserve(pos, pos + size)

@@ -57,6 +57,7 @@ from .files import backup_of, read_json, write_json_atomic
 from .index import KeyIndex
 from .mapped import Allocate, OpenBudget, fsync_directory
 from .offsets import ConsumerOffsets
+from .puttimes import PutTimes
 
 FLUSH_ASYNC = "ASYNC_FLUSH"
 FLUSH_SYNC = "SYNC_FLUSH"
@@ -296,11 +297,15 @@ class MessageStore:
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.mapped_queue_files = OpenBudget(config.max_mapped_consume_queue_files or auto_queue_file_budget())
         self._next_offset: dict[tuple[str, int], int] = {}
-        self._waiting: collections.deque[tuple[PutTicket, Iterable[Message]]] = collections.deque()
+        # SYNC_FLUSH puts waiting for their fsync: ticket, messages, and when the put began (clock seconds)
+        self._waiting: collections.deque[tuple[PutTicket, Iterable[Message], float]] = collections.deque()
         self._tag_codes: dict[str, int] = {}
         self._sync = config.flush_disk_type == FLUSH_SYNC
         self.put_count = 0  # messages stored since start
         self.get_count = 0  # messages returned by get_message since start
+        self.put_failed = 0  # puts refused since start (the runtime info's putMessageFailedTimes)
+        self.put_times = PutTimes(clock)  # how long puts take (putMessageDistributeTime, putLatency99...)
+        self._start_pos = 0  # the commit log's end at start (``put_bytes`` counts from there)
         self._dispatched = 0
         self._dirty_cq: set = set()
         self._flushed = 0
@@ -328,14 +333,14 @@ class MessageStore:
         """Load everything; recover after a crash; start the flush thread."""
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "config").mkdir(exist_ok=True)
-        self.commitlog = CommitLog(self.root / "commitlog", self.config.mapped_file_size_commit_log, self._allocate)
+        self.commitlog = CommitLog(self.commitlog_dir, self.config.mapped_file_size_commit_log, self._allocate)
         self.index = KeyIndex(self.root / "index", self.config.mapped_file_size_commit_log)
         self.offsets = ConsumerOffsets(self.root / "config" / "consumerOffset.json")
         self._delay_offsets: dict[int, int] = {
             int(k): v for k, v in read_json(self.root / "config" / "delayOffset.json", {}).items()
         }
         self._delay_offsets_saved = dict(self._delay_offsets)
-        cq_root = self.root / "consumequeue"
+        cq_root = self.consumequeue_dir
         cq_root.mkdir(exist_ok=True)
         for topic_dir in sorted(cq_root.iterdir()):
             for queue_dir in sorted(topic_dir.iterdir()):
@@ -348,7 +353,7 @@ class MessageStore:
             self._recover(int(checkpoint.get("physical", 0)))
         else:
             self.commitlog.write_pos = max(int(checkpoint["end"]), self.commitlog.min_offset)
-        self._dispatched = self._flushed = self.commitlog.write_pos
+        self._dispatched = self._flushed = self._start_pos = self.commitlog.write_pos
         for cq in self._queues.values():
             cq.correct_min(self.commitlog.min_offset)
         for key, cq in self._queues.items():
@@ -401,7 +406,8 @@ class MessageStore:
         sharing its checks with ``put_batch`` through ``_refused``, ``_stamp`` and ``_queue_for``."""
         if self._not_writable is not None or not self._started:
             return self._refused()
-        refused = self._stamp(msg, int(self.clock() * 1000), self.config.store_host)
+        began = self.clock()
+        refused = self._stamp(msg, int(began * 1000), self.config.store_host)
         if refused is not None:
             return refused
         key = (msg.topic, msg.queue_id)
@@ -429,9 +435,10 @@ class MessageStore:
         self.put_count += 1
         ticket = PutTicket(PutResult(PutStatus.PUT_OK, [msg], msg.store_host), self.commitlog.write_pos)
         if self._sync:
-            self._waiting.append((ticket, (msg,)))
+            self._waiting.append((ticket, (msg,), began))
             self._wake.set()
         else:
+            self.put_times.took(began)
             self._dispatch_one(msg, cq)
             ticket.done = True
         return ticket
@@ -440,7 +447,8 @@ class MessageStore:
         """Store messages of one topic and queue at consecutive queue offsets (one ticket)."""
         if self._not_writable is not None or not self._started:
             return self._refused()
-        now = int(self.clock() * 1000)
+        began = self.clock()
+        now = int(began * 1000)
         host = self.config.store_host
         for msg in msgs:
             refused = self._stamp(msg, now, host)
@@ -476,9 +484,10 @@ class MessageStore:
         self.put_count += len(msgs)
         ticket = PutTicket(PutResult(PutStatus.PUT_OK, list(msgs), host), self.commitlog.write_pos)
         if self._sync:
-            self._waiting.append((ticket, msgs))
+            self._waiting.append((ticket, msgs, began))
             self._wake.set()
         else:
+            self.put_times.took(began)
             self._dispatch(msgs)
             ticket.done = True
         return ticket
@@ -549,6 +558,7 @@ class MessageStore:
         return ratio
 
     def _failed(self, status: PutStatus, remark: str) -> PutTicket:
+        self.put_failed += 1
         ticket = PutTicket(PutResult(status, remark=remark, store_host=self.config.store_host))
         ticket._complete()
         return ticket
@@ -714,7 +724,8 @@ class MessageStore:
         self._dirty_cq |= flushed.unflushed_queues
         status = PutStatus.FLUSH_DISK_TIMEOUT if flushed.log_error is not None else None
         while self._waiting and self._waiting[0][0].end <= flushed.target:
-            ticket, msgs = self._waiting.popleft()
+            ticket, msgs, began = self._waiting.popleft()
+            self.put_times.took(began)
             self._dispatch(msgs)
             ticket._complete(status)
 
@@ -815,9 +826,41 @@ class MessageStore:
         return self.mapped_queue_files.release_idle()
 
     def disk_ratio(self) -> float:
-        """Used share of the file system holding the store (runtime info, disk-full alerts)."""
+        """Used share of the file system holding the store (disk-full checks and alerts)."""
         usage = shutil.disk_usage(self.root)
         return usage.used / usage.total if usage.total else 0.0
+
+    def disk_space(self) -> tuple[int, int]:
+        """Total and usable bytes of the file system holding the store (``commitLogDirCapacity``)."""
+        usage = shutil.disk_usage(self.root)
+        return usage.total, usage.free
+
+    @property
+    def commitlog_dir(self) -> Path:
+        return self.root / "commitlog"
+
+    @property
+    def consumequeue_dir(self) -> Path:
+        return self.root / "consumequeue"
+
+    # --- runtime figures ------------------------------------------------------------------
+
+    @property
+    def put_bytes(self) -> int:
+        """Record bytes stored since start (``putMessageSizeTotal``): the commit log's growth less
+        the blanks that end its segments, so that a put pays nothing for it."""
+        return self.commitlog.write_pos - self._start_pos - self.commitlog.blank_bytes
+
+    @property
+    def unflushed_bytes(self) -> int:
+        """Commit-log bytes written and not yet fsynced (``remainHowManyDataToFlush``)."""
+        return max(0, self.commitlog.write_pos - self._flushed)
+
+    def delay_progress(self) -> dict[int, tuple[int, int]]:
+        """Per delay level (from 1) whose delivery has begun: the offset of its next message to
+        deliver and the end of its schedule queue (``scheduleMessageOffset_<level>``)."""
+        return {queue_id + 1: (offset, self.max_offset(SCHEDULE_TOPIC, queue_id))
+                for queue_id, offset in sorted(self._delay_offsets.items())}  # fmt: skip
 
     # --- offsets and lookups --------------------------------------------------------------
 
@@ -838,7 +881,7 @@ class MessageStore:
         """``consumequeue/<topic>/<queue>``, refused (ValueError) unless it lies right under the
         store's consume-queue folder: names are validated where they enter, and this is the
         defence behind that, so no name can create a file outside the store."""
-        top = (self.root / "consumequeue").resolve()
+        top = self.consumequeue_dir.resolve()
         directory = (top / topic / str(queue_id)).resolve()
         if directory.parent.parent != top or queue_id < 0:
             raise ValueError(f"refusing a consume queue outside the store: topic {topic!r}, queue {queue_id}")
@@ -1082,7 +1125,7 @@ class MessageStore:
         cq = self._queues.get(key)
         if cq is None:
             return True
-        if any(m.topic == topic and m.queue_id == queue_id for _, msgs in self._waiting for m in msgs):
+        if any(m.topic == topic and m.queue_id == queue_id for _, msgs, _ in self._waiting for m in msgs):
             return False
         directory = self._queue_dir(topic, queue_id)
         dropped = {**self._dropped, key: self.commitlog.write_pos}
@@ -1135,6 +1178,20 @@ class MessageStore:
                 segment.fsync()
         for segment in self.commitlog.files.ordered():
             segment.fsync()
+
+
+def used_ratio(path: Path) -> float:
+    """The used share of ``path``'s file system as the reference's runtime info gives it
+    (``UtilAll.getDiskPartitionSpaceUsedPercent``: used over used + usable, rounded up to a whole
+    percent), or -1.0 when it cannot be measured (no such path)."""
+    try:
+        usage = shutil.disk_usage(path)
+    except OSError:
+        return -1.0
+    entire = usage.used + usage.free  # ``free`` is what an unprivileged writer may use
+    if usage.total <= 0 or entire <= 0:
+        return -1.0
+    return -(-usage.used * 100 // entire) / 100
 
 
 def _encode_failure(exc: MessageError) -> PutStatus:

@@ -1,10 +1,11 @@
 """The broker statistics mqadmin reads: stats items over minute/hour/day windows (315), consume
-stats with a real consumeTps (208, 317) and the runtime info's rates and day totals (28), all on
-the harness clock."""
+stats with a real consumeTps (208, 317) and the runtime info (28): every key a 4.9.7 broker
+sends, its rates, put times and day totals, all on the harness clock."""
 
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -25,21 +26,26 @@ def broker(tmp_path):
     server.stop()
 
 
-def send(client: Client, topic: str, body: bytes = b"x", queue_id: int = 0, count: int = 1) -> None:
-    header = SendMessageRequestHeader(
+def send_header(topic: str, queue_id: int = 0, properties: str = "WAIT\x01true") -> SendMessageRequestHeader:
+    return SendMessageRequestHeader(
         producer_group="pg", topic=topic, default_topic="TBW102", default_topic_queue_nums=4, queue_id=queue_id,
-        sys_flag=0, born_timestamp=1, flag=0, properties="WAIT\x01true",
+        sys_flag=0, born_timestamp=1, flag=0, properties=properties,
     )  # fmt: skip
+
+
+def send(client: Client, topic: str, body: bytes = b"x", queue_id: int = 0, count: int = 1,
+         properties: str = "WAIT\x01true") -> None:  # fmt: skip
     for _ in range(count):
-        assert client.call(C.SEND_MESSAGE_V2, header, body).code == R.SUCCESS
+        assert client.call(C.SEND_MESSAGE_V2, send_header(topic, queue_id, properties), body).code == R.SUCCESS
 
 
-def pull(client: Client, topic: str, offset: int, group: str = "cg", queue_id: int = 0, max_msgs: int = 32):
+def pull(client: Client, topic: str, offset: int, group: str = "cg", queue_id: int = 0, max_msgs: int = 32,
+         code: int = R.SUCCESS):  # fmt: skip
     answer = client.answer(client.send(
         C.PULL_MESSAGE, consumer_group=group, topic=topic, queue_id=queue_id, queue_offset=offset, max_msg_nums=max_msgs,
         sys_flag=0, commit_offset=0, suspend_timeout_millis=15000, sub_version=0,
     ))  # fmt: skip
-    assert answer is not None and answer.code == R.SUCCESS
+    assert answer is not None and answer.code == code
     return answer
 
 
@@ -198,9 +204,116 @@ def test_runtime_info_rates_over_10_60_600_seconds(broker) -> None:
     tick(reactor, 540)
     assert runtime(client)["putTps"] == "0.0 0.0 0.03333333333333333"
     assert table["runtime"] == "[ 0 days, 0 hours, 1 minutes, 1 seconds ]"
-    assert table["brokerActive"] == "true" and "sendThreadPoolQueueCapacity" not in table
+    assert table["brokerActive"] == "true"
     assert float(table["putMessageAverageSize"]) == server.store.message_at("T", 0, 0).store_size
     assert table["dispatchBehindBytes"] == "0"  # ASYNC_FLUSH: readable as soon as written
+
+
+#: The keys of a 4.9.7 broker's runtime info (``StoreStatsService.getRuntimeInfo``,
+#: ``DefaultMessageStore.getRuntimeInfo``, ``AdminBrokerProcessor.prepareRuntimeInfo``), less the
+#: keys named after a commit-log path or a delay level (``KEYED``).
+REFERENCE_KEYS = {
+    "bootTimestamp", "runtime", "putMessageEntireTimeMax", "putMessageTimesTotal", "putMessageFailedTimes",
+    "putMessageSizeTotal", "putMessageDistributeTime", "putMessageAverageSize", "dispatchMaxBuffer",
+    "getMessageEntireTimeMax", "putTps", "getFoundTps", "getMissTps", "getTotalTps", "getTransferedTps",
+    "putLatency99", "putLatency999",
+    "commitLogDiskRatio", "consumeQueueDiskRatio", "commitLogMinOffset", "commitLogMaxOffset",
+    "brokerVersionDesc", "brokerVersion", "msgPutTotalYesterdayMorning", "msgPutTotalTodayMorning",
+    "msgPutTotalTodayNow", "msgGetTotalYesterdayMorning", "msgGetTotalTodayMorning", "msgGetTotalTodayNow",
+    "sendThreadPoolQueueSize", "sendThreadPoolQueueCapacity", "pullThreadPoolQueueSize", "pullThreadPoolQueueCapacity",
+    "queryThreadPoolQueueSize", "queryThreadPoolQueueCapacity", "EndTransactionQueueSize",
+    "EndTransactionThreadPoolQueueCapacity", "dispatchBehindBytes", "pageCacheLockTimeMills",
+    "sendThreadPoolQueueHeadWaitTimeMills", "pullThreadPoolQueueHeadWaitTimeMills",
+    "queryThreadPoolQueueHeadWaitTimeMills", "earliestMessageTimeStamp", "startAcceptSendRequestTimeStamp",
+    "remainTransientStoreBufferNumbs", "remainHowManyDataToFlush", "commitLogDirCapacity",
+}  # fmt: skip
+KEYED = (re.compile(r"commitLogDiskRatio_.+"), re.compile(r"scheduleMessageOffset_\d+"))
+HUMAN_BYTES = r"(\d+ B|\d+\.\d [KMGTPE]iB)"
+DISTRIBUTION = re.compile(
+    r"\[<=0ms\]:\d+ \[0~10ms\]:\d+ \[10~50ms\]:\d+ \[50~100ms\]:\d+ \[100~200ms\]:\d+ \[200~500ms\]:\d+ "
+    r"\[500ms~1s\]:\d+ \[1~2s\]:\d+ \[2~3s\]:\d+ \[3~4s\]:\d+ \[4~5s\]:\d+ \[5~10s\]:\d+ \[10s~\]:\d+ "
+)
+
+
+def test_runtime_info_has_every_key_of_a_4_9_7_broker(broker) -> None:
+    server, reactor = broker
+    client = Client(server)
+    send(client, "T", count=3)
+    send(client, "Later", properties="DELAY\x011\x02WAIT\x01true")  # delay level 1: 1 s
+    tick(reactor, 2)
+    table = runtime(client)
+    assert REFERENCE_KEYS <= set(table), sorted(REFERENCE_KEYS - set(table))
+    keyed = {key: [k for k in table if pattern.fullmatch(k)] for pattern in KEYED for key in [pattern.pattern]}
+    assert all(keyed.values()), keyed
+    assert table[f"commitLogDiskRatio_{server.store.commitlog_dir}"] == table["commitLogDiskRatio"]
+    assert table["scheduleMessageOffset_1"] == "1,1"  # one parked, one delivered
+    assert table["rmqproxyVersion"] and table["getTransferredTps"] == table["getTransferedTps"]  # kept for 5.x tools
+    for key in ("commitLogDiskRatio", "consumeQueueDiskRatio"):
+        assert 0.0 <= float(table[key]) <= 1.0 and re.fullmatch(r"\d\.\d{1,2}", table[key])
+    assert re.fullmatch(rf"Total : {HUMAN_BYTES}, Free : {HUMAN_BYTES}\.", table["commitLogDirCapacity"])
+    assert re.fullmatch(HUMAN_BYTES, table["remainHowManyDataToFlush"])
+    assert table["putMessageTimesTotal"] == "5" and table["putMessageFailedTimes"] == "0"  # 4 sent, 1 delivered
+    assert table["putMessageSizeTotal"] == str(server.store.max_physical_offset - server.store.min_physical_offset)
+    assert table["earliestMessageTimeStamp"] == str(server.store.message_at("T", 0, 0).store_timestamp)
+    capacity = str(server.config.max_in_flight_requests_per_connection)
+    for pool in ("send", "pull", "query"):
+        assert (table[f"{pool}ThreadPoolQueueSize"], table[f"{pool}ThreadPoolQueueCapacity"],
+                table[f"{pool}ThreadPoolQueueHeadWaitTimeMills"]) == ("0", capacity, "0")  # fmt: skip
+    assert (table["EndTransactionQueueSize"], table["EndTransactionThreadPoolQueueCapacity"]) == ("0", capacity)
+    assert (table["remainTransientStoreBufferNumbs"], table["startAcceptSendRequestTimeStamp"]) == ("2147483647", "0")
+    # the console's per-minute collector: the first of getTotalTps' three rates, as a double
+    assert float(table["getTotalTps"].split(" ")[0]) == 0.0 and table["putTps"] == "  "  # no 10 s span yet
+
+
+def test_runtime_tps_move_with_puts_and_pulls_found_and_missed(broker) -> None:
+    server, reactor = broker
+    client = Client(server)
+    tick(reactor, 5)
+    send(client, "T", count=20)
+    pull(client, "T", 0)  # found: 20 messages
+    for offset in (20, 25):  # past the end: found none
+        pull(client, "T", offset, code=R.PULL_NOT_FOUND if offset == 20 else R.PULL_OFFSET_MOVED)
+    tick(reactor, 6)  # 11 one-second samples: the 10 s span is there, the others not yet
+    table = runtime(client)
+    assert (table["putTps"], table["getFoundTps"], table["getMissTps"], table["getTransferedTps"]) == \
+        ("2.0  ", "0.1  ", "0.2  ", "2.0  ")  # fmt: skip
+    assert table["getTotalTps"] == "0.30000000000000004 0.0 0.0"  # Java's 0.1 + 0.2; 0.0 for unsampled spans
+    assert float(table["getTotalTps"].split(" ")[0]) == 0.1 + 0.2
+    assert table["getMessageEntireTimeMax"] == "0"  # the harness clock does not move within a pull
+    tick(reactor, 50)
+    assert runtime(client)["getTotalTps"] == "0.0 0.05 0.0"  # the 3 pulls were 55 s ago
+    tick(reactor, 540)
+    table = runtime(client)
+    assert table["getMissTps"] == "0.0 0.0 0.003333333333333333"
+    assert table["getTotalTps"] == "0.0 0.0 0.004999999999999999"  # 1/600 + 2/600 as Java adds them
+
+
+def test_runtime_put_times_describe_the_last_minute(tmp_path) -> None:
+    server, reactor = make_server(tmp_path, flush_disk_type="SYNC_FLUSH")
+    try:
+        client = Client(server)
+        table = runtime(client)
+        assert (table["putMessageDistributeTime"], table["putLatency99"], table["putLatency999"],
+                table["putMessageEntireTimeMax"]) == ("null", "0.00", "0.00", "0")  # the reference before a minute
+        for wait_s in (0.0, 0.0255, 0.0255):  # a SYNC_FLUSH put ends when its fsync is back on the reactor
+            opaque = client.send(C.SEND_MESSAGE_V2, send_header("T"), b"x")
+            reactor.advance(wait_s)
+            while client.answer(opaque) is None:
+                assert reactor.run_thread_calls(timeout=5) > 0
+        assert runtime(client)["putMessageEntireTimeMax"] == "25"
+        assert runtime(client)["putMessageDistributeTime"] == "null"  # the minute is not over
+        tick(reactor, 60)
+        table = runtime(client)
+        assert DISTRIBUTION.fullmatch(table["putMessageDistributeTime"])
+        assert table["putMessageDistributeTime"].startswith("[<=0ms]:1 [0~10ms]:0 [10~50ms]:2 [50~100ms]:0 ")
+        # p99 of 3 puts is their index 2: the first of the 2 in bucket (24, 26], interpolated as the reference does
+        assert (table["putLatency99"], table["putLatency999"]) == ("25.00", "25.00")
+        tick(reactor, 60)  # a minute without puts
+        table = runtime(client)
+        assert table["putMessageDistributeTime"].startswith("[<=0ms]:0 [0~10ms]:0 [10~50ms]:0 ")
+        assert (table["putLatency99"], table["putMessageEntireTimeMax"]) == ("0.00", "25")  # the longest stays
+    finally:
+        server.stop()
 
 
 def test_morning_totals_are_taken_at_each_local_midnight(broker) -> None:
