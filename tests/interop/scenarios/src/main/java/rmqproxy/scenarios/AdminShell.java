@@ -47,7 +47,9 @@ import org.apache.rocketmq.tools.command.SubCommand;
  * <li>{"op":"consume","id":NAME,"group":G,"topic":T,"fail":bool,"max_reconsume":N} starts a push
  *     consumer (first offset; "fail" answers RECONSUME_LATER to every message); reply {client_id};</li>
  * <li>{"op":"received","id":NAME} reply {deliveries, keys: {key: times}, reconsume: {key: max reconsumeTimes}};</li>
- * <li>{"op":"stop","id":NAME} shuts that consumer down (offsets are committed on shutdown).</li>
+ * <li>{"op":"stop","id":NAME} shuts that consumer down (offsets are committed on shutdown);</li>
+ * <li>{"op":"console","call":NAME,...} one admin call of the RocketMQ console, made on a VIP-channel
+ *     admin client as the console's defaults make it (ConsoleCalls); reply {result, channels}.</li>
  * </ul>
  * A line "stop" (or EOF) ends the shell; RESULT {commands: n}.
  */
@@ -125,10 +127,14 @@ final class AdminShell {
                 Main.progress("REPLY " + Json.write(reply));
             }
         } finally {
+            // a 5.x admin's shutdown waits out its event executor's 3 s poll: alongside the clients'
+            Thread consoleStop = new Thread(ConsoleCalls::shutdown, "console-admin-shutdown");
+            consoleStop.start();
             for (DefaultMQPushConsumer c : CONSUMERS.values()) {
                 c.shutdown();
             }
             producer.shutdown();
+            consoleStop.join(10000);
         }
         Map<String, Object> r = new LinkedHashMap<>();
         r.put("commands", count);
@@ -257,8 +263,10 @@ final class AdminShell {
                 r.put("stopped", c != null);
                 return r;
             }
+            case "console":
+                return ConsoleCalls.call(ns, req);
             default:
-                throw new IllegalArgumentException("unknown op " + op + " (send, consume, received, stop)");
+                throw new IllegalArgumentException("unknown op " + op + " (send, consume, received, stop, console)");
         }
     }
 
