@@ -51,7 +51,7 @@ from codec.bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQue
 from codec.codes import RequestCode, ResponseCode  # noqa: E402
 from codec.command import RemotingCommand  # noqa: E402
 from codec.peer import ANSWER, RemotingPeer  # noqa: E402
-from rmqproxy.locks import LockManager  # noqa: E402
+from rmqproxy.broker.locktable import LockManager  # noqa: E402
 from tests.interop.orderly import Handoff, compile_programs, run_handoffs  # noqa: E402
 from tests.interop.server import RunningServer  # noqa: E402
 from tests.interop.wire import WireClient  # noqa: E402

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from codec.message import HostPort, Message  # noqa: E402
 from machine import machine  # noqa: E402
-from rmqproxy.store import FLUSH_ASYNC, FLUSH_SYNC, GetStatus, MessageStore, StoreConfig  # noqa: E402
+from rmqproxy.broker.store import FLUSH_ASYNC, FLUSH_SYNC, GetStatus, MessageStore, StoreConfig  # noqa: E402
 
 BODY = os.urandom(1024)
 QUEUES = 8

@@ -23,7 +23,7 @@ from .promql import increase, quantile, sel, sum_by
 #: so 100 ms means the reactor or the disk is stalling, not a busy moment.
 SERVICE_P99_ALERT_S = 0.1
 #: Share of ``maxHeldPulls`` (exported as ``rmqproxy_held_pulls_limit``) held before the alert:
-#: past the cap pulls are answered at once instead of held (rmqproxy.hold).
+#: past the cap pulls are answered at once instead of held (rmqproxy.core.hold).
 HELD_PULLS_ALERT_RATIO = 0.9
 #: Each locked queue changing owner more than twice in 15 min: one consumer joining or leaving
 #: moves a queue once, so more is consumers flapping (restarts, lost connections, GC pauses).

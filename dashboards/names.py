@@ -1,6 +1,6 @@
-"""Metric names for PromQL, taken from ``rmqproxy.metrics`` rather than retyped: one owner per name.
+"""Metric names for PromQL, taken from ``rmqproxy.observe.metrics`` rather than retyped: one owner per name.
 
-``rmqproxy.metrics.Metrics`` owns the metric objects: their names are read off those objects
+``rmqproxy.observe.metrics.Metrics`` owns the metric objects: their names are read off those objects
 (``describe()``). The live-state families (held pulls, locks, lag, connections) and the client
 view only exist inside ``LiveState.collect()``, so ``CATALOG`` is built by running that collector
 once over empty tables plus one reported client; names of those families are looked up in the
@@ -17,7 +17,7 @@ from types import SimpleNamespace
 from prometheus_client import CollectorRegistry
 
 from codec.bodies import ConsumerRunningInfo, ConsumeStatus
-from rmqproxy.metrics import LiveState, Metrics
+from rmqproxy.observe.metrics import LiveState, Metrics
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +82,7 @@ def _emitted(name: str) -> Family:
     try:
         return CATALOG[name]
     except KeyError:
-        raise LookupError(f"rmqproxy.metrics no longer exports {name}") from None
+        raise LookupError(f"rmqproxy.observe.metrics no longer exports {name}") from None
 
 
 # rmqproxy_*: what only rmqproxy measures (seconds).

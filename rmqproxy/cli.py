@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .config import SETTINGS, load
+from .core.config import SETTINGS, load
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -45,7 +45,7 @@ def _option(setting):
 @_setting_options("serve")
 def serve(conf_file: Path | None, **overrides) -> None:
     """Run the name server and broker on the embedded store until SIGINT/SIGTERM."""
-    from .server import Server
+    from .broker.server import Server
 
     _run(Server, conf_file, overrides)
 

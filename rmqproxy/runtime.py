@@ -21,14 +21,14 @@ from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from twisted.web.server import Site
 
-from .alarm import Deadlines, precise_alarm
-from .config import Config
-from .exposition import MetricsResource
-from .hold import HoldService
-from .metrics import LiveState, Metrics
-from .pulllog import PullLog
-from .rejects import Rejections
-from .transport import Connection, Handler, ReplyBuffers, WriteBatch
+from .core.alarm import Deadlines, precise_alarm
+from .core.config import Config
+from .observe.exposition import MetricsResource
+from .core.hold import HoldService
+from .observe.metrics import LiveState, Metrics
+from .observe.pull_events import PullLog
+from .net.rejects import Rejections
+from .net.transport import Connection, Handler, ReplyBuffers, WriteBatch
 
 __all__ = ["NO_HOOKS", "Runtime"]
 

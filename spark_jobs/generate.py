@@ -1,7 +1,7 @@
 """Synthetic pull/hold event logs for tests and benchmarks, shaped like ``rmqproxy serve`` output.
 
 What it owns: a small simulation of consumers pulling from an rmqproxy broker, written as JSONL
-lines with exactly the fields, order and types of ``rmqproxy.pulllog.PullEvent`` (docs/operations.md,
+lines with exactly the fields, order and types of ``rmqproxy.observe.pull_events.PullEvent`` (docs/operations.md,
 "The pull event log"), into hourly files named as the server names them (``pulls-YYYYMMDD-HH.jsonl``,
 UTC hour of ``ts_ms``; ``.jsonl.gz`` with ``gzip=True``), lines in answer order.
 
@@ -9,7 +9,7 @@ Invariants:
 - Deterministic: the same ``seed``, ``events``, ``start_ms``, ``mode`` and profiles give the same
   bytes. Every topic's arrival process and every (group, queue) consumer has its own
   ``random.Random`` seeded from ``(seed, name)``, so adding a group does not change the others.
-- The simulation mirrors the server (rmqproxy/processors/pull.py, rmqproxy/hold.py):
+- The simulation mirrors the server (rmqproxy/broker/processors/pull.py, rmqproxy/core/hold.py):
   * a pull that finds messages is answered at once: ``held`` false, ``wake`` "none", code
     ``SUCCESS``, service time a fraction of a ms to a few ms (a slow tail of ~1%);
   * a suspendable pull on a caught-up queue is held; a message for that queue wakes it
@@ -321,7 +321,7 @@ def events(
 
 
 def file_name(ts_ms: int, gzip: bool = False) -> str:
-    """The server's hourly file name for an answer at ``ts_ms`` (rmqproxy.pulllog.log_file_name)."""
+    """The server's hourly file name for an answer at ``ts_ms`` (rmqproxy.observe.pull_events.log_file_name)."""
     return time.strftime("pulls-%Y%m%d-%H.jsonl", time.gmtime(ts_ms / 1000)) + (".gz" if gzip else "")
 
 

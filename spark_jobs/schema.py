@@ -1,6 +1,6 @@
 """Explicit Spark schemas: the pull/hold event as logged, and what the jobs write.
 
-``PULL_EVENT`` is ``rmqproxy.pulllog.PullEvent`` field for field (docs/operations.md, "The pull event log"):
+``PULL_EVENT`` is ``rmqproxy.observe.pull_events.PullEvent`` field for field (docs/operations.md, "The pull event log"):
 same names, same order, epoch-ms and counters as longs, durations as doubles. Nothing is ever
 inferred; ``tests/spark/test_schema.py`` checks this table against the dataclass.
 """
@@ -44,7 +44,7 @@ PULL_EVENT_READ = T.StructType(
     + [T.StructField(CORRUPT_COLUMN, T.StringType(), nullable=True)]
 )
 
-#: Wake reasons the server writes (rmqproxy/hold.py); anything else counts as "other".
+#: Wake reasons the server writes (rmqproxy/core/hold.py); anything else counts as "other".
 WAKES = ("none", "arrival", "timeout", "disconnect", "shutdown")
 
 #: One rejected input line: where it came from, why, and the line itself.

@@ -2,7 +2,7 @@
 
 Settings the jobs rely on, each only a default that ``spark-submit --conf`` overrides:
 - ``spark.sql.session.timeZone=UTC``: minute/hour windows and the ``date`` partition are UTC, as
-  the server's hourly log files are (rmqproxy/pulllog.py names them by UTC hour);
+  the server's hourly log files are (rmqproxy/observe/pull_events.py names them by UTC hour);
 - ``spark.sql.shuffle.partitions``: the summaries are small, so 200 shuffle partitions would be
   mostly scheduling; adaptive execution coalesces further;
 - ``spark.ui.showConsoleProgress=true``: the stage progress bar on stderr is the progress display

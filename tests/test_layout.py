@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rmqproxy.config import SETTINGS
-from rmqproxy.pulllog import PullEvent
+from rmqproxy.core.config import SETTINGS
+from rmqproxy.observe.pull_events import PullEvent
 
 ROOT = Path(__file__).resolve().parents[1]
 # Built, so that this file does not match itself.
@@ -60,7 +60,7 @@ def test_operations_doc_lists_every_key_event_field_and_metric() -> None:
     text = (ROOT / "docs" / "operations.md").read_text()
     missing = [f"key {s.key}" for s in SETTINGS if f"`{s.key}`" not in text]
     missing += [f"event field {f.name}" for f in dataclasses.fields(PullEvent) if f"`{f.name}`" not in text]
-    metrics_source = (ROOT / "rmqproxy" / "metrics.py").read_text()
+    metrics_source = (ROOT / "rmqproxy" / "observe" / "metrics.py").read_text()
     for name in sorted(set(re.findall(r'"((?:rmqproxy|rocketmq)_[a-z_]+)"', metrics_source))):
         if name not in text:
             missing.append(f"metric {name}")
@@ -116,9 +116,55 @@ def test_the_codec_imports_nothing_of_the_project_and_no_twisted() -> None:
 def test_processors_and_the_store_never_import_the_composition_root_or_the_network() -> None:
     processors = [p for p in python_files("rmqproxy") if "processors" in p.parts]
     store = [p for p in python_files("rmqproxy") if "store" in p.parts]
-    assert _violations(processors, ("rmqproxy.server",)) == []
-    assert _violations(store, ("rmqproxy.server", "rmqproxy.transport", "rmqproxy.dispatch",
-                               "rmqproxy.processors", "twisted.internet")) == []  # fmt: skip
+    assert _violations(processors, ("rmqproxy.broker.server",)) == []
+    assert _violations(store, ("rmqproxy.broker.server", "rmqproxy.net", "rmqproxy.broker.processors",
+                               "twisted.internet")) == []  # fmt: skip
+
+
+#: What each part of rmqproxy/ may import of the project besides itself (and codec/): the shared
+#: core, the network layer, observation, the runtime every front end builds on, and the two front
+#: ends, which never import each other (docs/architecture.md, Rules). cli.py composes them all.
+LAYERS: dict[str, tuple[str, ...]] = {
+    "core": (),
+    "net": ("core",),
+    "observe": ("core", "net"),
+    "runtime": ("core", "net", "observe"),
+    "broker": ("core", "net", "observe", "runtime"),
+    "proxy": ("core", "net", "observe", "runtime"),
+}
+
+
+def layer_of(module: str) -> str:
+    """The part of rmqproxy a dotted module name belongs to ("core", "broker", ...; "" for the package itself)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "rmqproxy" else ""
+
+
+def crosses_layers(importer: str, imported: str) -> bool:
+    """Whether module ``importer`` importing ``imported`` breaks ``LAYERS``."""
+    mine, theirs = layer_of(importer), layer_of(imported)
+    if not imported.startswith("rmqproxy.") or theirs in ("", "__version__", mine) or mine not in LAYERS:
+        return False
+    return theirs not in LAYERS[mine]
+
+
+def test_each_part_of_rmqproxy_imports_only_the_parts_below_it() -> None:
+    files = python_files("rmqproxy")
+    assert {layer_of(_module_name(p)) for p in files} >= set(LAYERS) | {"cli"}
+    found = [f"{_module_name(p)} imports {name}" for p in files for name in sorted(_imports(p))
+             if crosses_layers(_module_name(p), name)]  # fmt: skip
+    assert found == []
+
+
+def test_the_layer_rule_refuses_back_pointing_imports() -> None:
+    assert crosses_layers("rmqproxy.core.config", "rmqproxy.broker.store.StoreConfig")
+    assert crosses_layers("rmqproxy.proxy.session", "rmqproxy.broker.clients")
+    assert crosses_layers("rmqproxy.broker.server", "rmqproxy.proxy.nodes")
+    assert crosses_layers("rmqproxy.observe.metrics", "rmqproxy.broker.topics")
+    assert crosses_layers("rmqproxy.runtime", "rmqproxy.broker.server")
+    assert not crosses_layers("rmqproxy.broker.server", "rmqproxy.runtime")
+    assert not crosses_layers("rmqproxy.proxy.pull_relay", "rmqproxy.core.hold.HeldPull")
+    assert not crosses_layers("rmqproxy.cli", "rmqproxy.proxy.server")
 
 
 def test_the_product_never_imports_tests_or_benchmarks() -> None:
@@ -182,8 +228,8 @@ def test_the_circle_finder_finds_a_circle() -> None:
 
 def test_the_import_checker_sees_relative_imports() -> None:
     """The checks above would pass vacuously if relative imports were not resolved."""
-    assert "rmqproxy.server" in _imports(ROOT / "rmqproxy" / "cli.py")
-    assert "rmqproxy.store" in _imports(ROOT / "rmqproxy" / "processors" / "pull.py")
+    assert "rmqproxy.broker.server" in _imports(ROOT / "rmqproxy" / "cli.py")
+    assert "rmqproxy.broker.store" in _imports(ROOT / "rmqproxy" / "broker" / "processors" / "pull.py")
 
 
 def test_protocol_doc_lists_exactly_the_codes_the_server_answers(tmp_path) -> None:
@@ -200,7 +246,7 @@ def test_protocol_doc_lists_exactly_the_codes_the_server_answers(tmp_path) -> No
 
 
 def test_a_request_code_cannot_have_two_handlers() -> None:
-    from rmqproxy.dispatch import Dispatcher, Route
+    from rmqproxy.net.dispatch import Dispatcher, Route
 
     with pytest.raises(ValueError, match="two handlers"):
         Dispatcher([Route(11, print), Route(11, print)])

@@ -9,7 +9,7 @@ gives every broker the port it had. The upstream address of a node is updated by
 that names it, so a broker that moved is followed.
 
 With ``fastPortEnable`` (the default) each node also listens on its port - 2, its fast (VIP) port
-(``rmqproxy/fastport.py``), relaying to the same upstream broker; ports are then given so that
+(``rmqproxy/net/fastport.py``), relaying to the same upstream broker; ports are then given so that
 both a node's port and its fast port lie in the range and no fast port is another's port: from a
 range starting at S, S+2 (fast S), S+3 (fast S+1), S+6 (fast S+4), S+7 (fast S+5), ...
 """
@@ -22,7 +22,7 @@ from twisted.internet.error import CannotListenError
 from twisted.internet.interfaces import IListeningPort
 from twisted.logger import Logger
 
-from ..fastport import FAST_PORT_OFFSET
+from ..net.fastport import FAST_PORT_OFFSET
 
 log = Logger()
 

@@ -22,10 +22,10 @@ from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
 from codec.errors import CodecError
 
-from ..config import SETTINGS, Config
-from ..pulllog import PullEvent
+from ..core.config import SETTINGS, Config
+from ..observe.pull_events import PullEvent
 from ..runtime import Runtime
-from ..transport import Connection, WriteBatch
+from ..net.transport import Connection, WriteBatch
 from .handoff import LockHandoff
 from .nodes import NoFreePort, Node, NodeDirectory, parse_port_range
 from .routes import cluster_nodes, rewrite_cluster_info, rewrite_route

@@ -29,9 +29,9 @@ from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
 from codec.errors import CodecError
 
-from ..transport import Connection
+from ..net.transport import Connection
 from .nodes import Node
-from .pulls import PullRelay
+from .pull_relay import PullRelay
 from .shared import Relaying
 from .upstream import LazyConnection, UpstreamError, ask, relabel
 

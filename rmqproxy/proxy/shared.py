@@ -12,8 +12,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from ..hold import HoldService
-from ..pulllog import PullEvent
+from ..core.hold import HoldService
+from ..observe.pull_events import PullEvent
 from .handoff import LockHandoff
 from .nodes import Node
 from .upstream import Dialer

@@ -19,8 +19,8 @@ from twisted.python.failure import Failure
 
 from codec.command import RemotingCommand
 
-from ..alarm import Deadlines
-from ..transport import Connection, Handler, RequestTimeout, WriteBatch
+from ..core.alarm import Deadlines
+from ..net.transport import Connection, Handler, RequestTimeout, WriteBatch
 
 log = Logger()
 

@@ -12,7 +12,7 @@ from twisted.internet import task
 from twisted.internet.interfaces import IReactorFDSet
 from zope.interface import implementer
 
-from rmqproxy.alarm import ClockAlarm, Deadlines, TimerfdAlarm, precise_alarm
+from rmqproxy.core.alarm import ClockAlarm, Deadlines, TimerfdAlarm, precise_alarm
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="timerfd is Linux's")
 
@@ -147,7 +147,7 @@ def test_a_deadline_due_in_the_middle_of_a_read_is_answered_before_the_read_s_ne
     """Each request of the read costs 1 s of the clock; the held pull's deadline at 1.5 s is kept
     between the second request and the third, not after the whole read."""
     from codec.command import RemotingCommand
-    from rmqproxy.transport import Connection
+    from rmqproxy.net.transport import Connection
     from twisted.internet.testing import StringTransport
 
     now, order = [0.0], []

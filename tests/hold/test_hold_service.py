@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from twisted.internet import task
 
-from rmqproxy.hold import WAKE_ARRIVAL, WAKE_DISCONNECT, WAKE_SHUTDOWN, WAKE_TIMEOUT, HeldPull, HoldService
-from rmqproxy.store import Arrival
+from rmqproxy.core.hold import WAKE_ARRIVAL, WAKE_DISCONNECT, WAKE_SHUTDOWN, WAKE_TIMEOUT, HeldPull, HoldService
+from rmqproxy.broker.store import Arrival
 
 
 def arrive(service: HoldService, topic: str, queue_id: int, offset: int, tags_code: int) -> None:

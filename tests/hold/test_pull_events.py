@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from codec.codes import ResponseCode as R
-from rmqproxy.pulllog import PullLog, PullEvent, log_file_name
+from rmqproxy.observe.pull_events import PullLog, PullEvent, log_file_name
 
 from ..server.harness import Client, make_server
 from ..server.test_broker import pull, send
@@ -126,7 +126,7 @@ def test_a_failed_write_drops_its_events_counts_them_and_the_writer_goes_on(tmp_
 
 
 def test_events_past_the_writers_queue_bound_are_dropped_and_counted(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr("rmqproxy.pulllog.MAX_QUEUED_BYTES", 10)  # any chunk is more than the writer may owe
+    monkeypatch.setattr("rmqproxy.observe.pull_events.MAX_QUEUED_BYTES", 10)  # any chunk is more than the writer may owe
     log = PullLog(tmp_path / "logs")
     log(_event(1_700_000_000_000))
     log.flush()

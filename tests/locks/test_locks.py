@@ -8,7 +8,7 @@ from twisted.internet import task
 
 from codec.bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQueue, UnlockBatchRequestBody
 from codec.codes import RequestCode as C
-from rmqproxy.locks import LockManager
+from rmqproxy.broker.locktable import LockManager
 
 from ..server.harness import Client, make_server
 from ..server.test_broker import send

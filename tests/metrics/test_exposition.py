@@ -1,4 +1,4 @@
-"""``/metrics`` rendered in slices on the reactor (rmqproxy/exposition.py), on task.Clock."""
+"""``/metrics`` rendered in slices on the reactor (rmqproxy/observe/exposition.py), on task.Clock."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from twisted.web.server import NOT_DONE_YET
 from twisted.web.test.requesthelper import DummyRequest
 
 from codec.bodies import ConsumerRunningInfo
-from rmqproxy.exposition import MetricsResource, exposition_slices
-from rmqproxy.metrics import LATENCY_BUCKETS, Metrics, ReactorCounter, ReactorHistogram
-from rmqproxy.pulllog import PullEvent
+from rmqproxy.observe.exposition import MetricsResource, exposition_slices
+from rmqproxy.observe.metrics import LATENCY_BUCKETS, Metrics, ReactorCounter, ReactorHistogram
+from rmqproxy.observe.pull_events import PullEvent
 
 from ..server.harness import Client, make_server
 from ..server.test_broker import pull, send

@@ -7,7 +7,7 @@ from prometheus_client.exposition import generate_latest
 
 from codec.bodies import LockBatchRequestBody, MessageQueue
 from codec.codes import RequestCode as C
-from rmqproxy.metrics import OTHER, LATENCY_BUCKETS, LabelLimiter, Metrics, ReactorCounter, ReactorHistogram
+from rmqproxy.observe.metrics import OTHER, LATENCY_BUCKETS, LabelLimiter, Metrics, ReactorCounter, ReactorHistogram
 
 from ..server.harness import Client, make_server
 from ..server.test_broker import pull, send

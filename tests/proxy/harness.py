@@ -12,12 +12,12 @@ from twisted.internet.testing import StringTransport
 
 from codec.command import RemotingCommand
 from codec.peer import RemotingPeer
-from rmqproxy.config import Config
+from rmqproxy.core.config import Config
 from rmqproxy.proxy.nodes import Node
 from rmqproxy.proxy.server import ProxyServer, _ConnectionFactory
 from rmqproxy.proxy.session import BrokerSession
-from rmqproxy.pulllog import PullEvent
-from rmqproxy.transport import Connection
+from rmqproxy.observe.pull_events import PullEvent
+from rmqproxy.net.transport import Connection
 
 from ..server.harness import Client, Endpoint, FakeReactor
 

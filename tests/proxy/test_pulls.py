@@ -1,4 +1,4 @@
-"""Pulls through the proxy (rmqproxy/proxy/pulls.py) on a fake clock: the client's deadline is
+"""Pulls through the proxy (rmqproxy/proxy/pull_relay.py) on a fake clock: the client's deadline is
 kept exactly whatever the broker does, a late answer is neither lost nor given twice, and a
 client cannot make the proxy pile up upstream pulls."""
 

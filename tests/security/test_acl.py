@@ -1,5 +1,5 @@
 """Plain ACL (``aclEnable=true``) on the whole server, on task.Clock: signed requests, admin codes,
-topic and group permissions, whitelists, reloads, and the reference's refusals (rmqproxy/acl.py)."""
+topic and group permissions, whitelists, reloads, and the reference's refusals (rmqproxy/broker/acl.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.command import RemotingCommand
 from codec.headers import REQUEST_HEADERS
-from rmqproxy.acl import AclError, address_matcher, load_rules, signature
+from rmqproxy.broker.acl import AclError, address_matcher, load_rules, signature
 from rmqproxy.cli import main
 
 from ..server.harness import Client, make_server

@@ -1,7 +1,7 @@
 """Plain ACL (``aclEnable=true``) proved with real Java clients against rmqproxy AND the reference
 Apache RocketMQ 4.9.7 broker, both reading the same ``plain_acl.yml`` (issue 29).
 
-Why: tests/security/test_acl.py checks rmqproxy/acl.py against what we believe the reference does;
+Why: tests/security/test_acl.py checks rmqproxy/broker/acl.py against what we believe the reference does;
 this module checks that belief against the reference itself, in the same run, with the clients
 users run (4.9.8 and 5.5.0 ``AclClientRPCHook``, 4.9.8 mqadmin signing with ``conf/tools.yml``)
 and with raw frames (``wire.roundtrip``) where an exact code and remark, or a chosen source
@@ -60,7 +60,7 @@ from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.command import RemotingCommand
 from codec.headers import REQUEST_HEADERS
-from rmqproxy import acl
+from rmqproxy.broker import acl
 from tests.interop.conftest import program, scenario_line  # noqa: F401 (fixtures)
 from tests.interop.scenario_checks import assert_all_received, explain, no_error, start_server
 from tests.interop.scenario_runner import ScenarioProgram, unique_name
@@ -576,7 +576,7 @@ def test_where_rmqproxy_is_stricter_or_creates_more_than_the_reference(servers: 
     assert route["apache"].code == R.TOPIC_NOT_EXIST, route["apache"].remark
     assert route["rmqproxy"].code == R.SYSTEM_ERROR, route["rmqproxy"].remark
     assert acl_message(rmqproxy, route["rmqproxy"].remark) == "No accessKey is configured"
-    topics = call(rmqproxy.server.namesrv, C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {})
+    topics = call(rmqproxy.broker.server.namesrv, C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {})
     assert retry not in TopicList.from_json(topics.body).topic_list, "an unsigned route request created a topic"
     assert call(apache.server.namesrv, C.GET_ROUTEINFO_BY_TOPIC, header(C.GET_ROUTEINFO_BY_TOPIC, topic=retry)).code == (
         R.TOPIC_NOT_EXIST), "the reference created it after all"

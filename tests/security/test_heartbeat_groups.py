@@ -18,7 +18,7 @@ from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.command import RemotingCommand
 from codec.frame import FrameDecoder
-from rmqproxy.store import files
+from rmqproxy.core import files
 
 from ..interop.server import RunningServer
 from ..interop.wire import WireClient

@@ -14,7 +14,7 @@ from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.headers import PullMessageResponseHeader
 from rmqproxy.cli import main
-from rmqproxy.config import load
+from rmqproxy.core.config import load
 
 from ..server.harness import Client, make_server
 from ..server.test_broker import pull, send

@@ -25,7 +25,7 @@ from codec.bodies import (
 from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.message import Message
-from rmqproxy.store import PutStatus
+from rmqproxy.broker.store import PutStatus
 
 from ..server.harness import Client, make_server
 from ..server.test_broker import pull, send

@@ -21,7 +21,7 @@ from codec.command import RemotingCommand
 from codec.frame import FrameDecoder
 from codec.headers import REQUEST_HEADERS
 
-from rmqproxy.processors.pull import SYSFLAG_SUSPEND
+from rmqproxy.broker.processors.pull import SYSFLAG_SUSPEND
 
 from ..interop.server import RunningServer
 from ..interop.wire import WireClient

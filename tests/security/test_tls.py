@@ -1,4 +1,4 @@
-"""TLS on the remoting port (rmqproxy/tls.py): the first byte tells TLS from plain TCP, per
+"""TLS on the remoting port (rmqproxy/net/tls.py): the first byte tells TLS from plain TCP, per
 ``tls.server.mode``; handshakes run in memory between two ``StringTransport``s, nothing sleeps."""
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from codec.codes import RequestCode as C
 from codec.command import RemotingCommand
 from codec.peer import RemotingPeer
 from rmqproxy.cli import main
-from rmqproxy.config import Config
-from rmqproxy.server import _Factory
-from rmqproxy.tls import TlsError, TlsSettings, _self_signed, sniffing_factory
+from rmqproxy.core.config import Config
+from rmqproxy.broker.server import _Factory
+from rmqproxy.net.tls import TlsError, TlsSettings, _self_signed, sniffing_factory
 
 from ..server.harness import make_server
 
@@ -186,7 +186,7 @@ def test_replies_to_a_tls_connection_never_take_the_direct_socket_write() -> Non
 
     from twisted.internet import reactor, tcp
 
-    from rmqproxy.sockwrite import can_write_directly
+    from rmqproxy.net.sockwrite import can_write_directly
 
     ours, theirs = socket.socketpair()
     try:

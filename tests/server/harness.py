@@ -19,8 +19,8 @@ from codec.codes import RequestCode
 from codec.command import RemotingCommand
 from codec.headers import REQUEST_HEADERS
 from codec.peer import RemotingPeer
-from rmqproxy.config import Config
-from rmqproxy.server import Server
+from rmqproxy.core.config import Config
+from rmqproxy.broker.server import Server
 
 
 class FakeReactor(task.Clock):
@@ -95,7 +95,7 @@ class Client(Endpoint):
 
     def __init__(self, server: Any, client_id: str = "10.0.0.5@1#1", version: int = 409, *, factory: Any = None) -> None:
         """A connection built by ``factory`` (default: the server's own listener factory)."""
-        from rmqproxy.server import _Factory
+        from rmqproxy.broker.server import _Factory
 
         self.server = server
         self.client_id = client_id

@@ -10,7 +10,7 @@ import json
 
 from twisted.internet import protocol, reactor
 
-from rmqproxy.sockwrite import can_write_directly, write_now
+from rmqproxy.net.sockwrite import can_write_directly, write_now
 
 PAYLOAD = bytes(range(256)) * 4096 * 8  # 8 MiB: far more than a socket buffer holds
 PIECE = 1 << 20

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from codec.codes import ResponseCode as R
 from codec.message import decode_messages
-from rmqproxy.store import Arrival
+from rmqproxy.broker.store import Arrival
 
 from .harness import Client, make_server
 from .test_broker import pull, send

@@ -14,7 +14,7 @@ from codec.bodies import BrokerStatsData, ConsumeStats, ConsumeStatsList
 from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.headers import SendMessageRequestHeader
-from rmqproxy.brokerstats import java_double, next_midnight
+from rmqproxy.broker.brokerstats import java_double, next_midnight
 
 from .harness import Client, make_server
 

@@ -1,4 +1,4 @@
-"""The fast (VIP) port of ``serve``: the broker port - 2, served as the broker port is (rmqproxy/fastport.py)."""
+"""The fast (VIP) port of ``serve``: the broker port - 2, served as the broker port is (rmqproxy/net/fastport.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from codec.bodies import TopicRouteData
 from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
-from rmqproxy.config import Config
-from rmqproxy.fastport import FastPortTaken
-from rmqproxy.server import Server
+from rmqproxy.core.config import Config
+from rmqproxy.net.fastport import FastPortTaken
+from rmqproxy.broker.server import Server
 
 from tests.interop.server import free_port
 

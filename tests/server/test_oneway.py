@@ -14,7 +14,7 @@ from codec.codes import FLAG_ONEWAY
 from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.command import RemotingCommand
-from rmqproxy.transport import Connection
+from rmqproxy.net.transport import Connection
 
 from .harness import Client, make_server
 from .test_broker import send_header

@@ -26,7 +26,7 @@ from codec.codes import ResponseCode as R
 from codec.command import RemotingCommand
 from codec.headers import REQUEST_HEADERS, ResetOffsetRequestHeader, SendMessageResponseHeader
 from codec.message import decode_messages
-from rmqproxy.processors import operations
+from rmqproxy.broker.processors import operations
 
 from .harness import Client, make_server
 from .test_broker import send

@@ -23,9 +23,9 @@ from codec.bodies import (
 from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.headers import GetKVConfigResponseHeader
-from rmqproxy.config import SETTINGS, load, parse_properties
-from rmqproxy.kvconfig import MAX_NAME_LENGTH, ORDER_TOPIC_CONFIG
-from rmqproxy.server import Server
+from rmqproxy.core.config import SETTINGS, load, parse_properties
+from rmqproxy.broker.kv import MAX_NAME_LENGTH, ORDER_TOPIC_CONFIG
+from rmqproxy.broker.server import Server
 
 from .harness import Client, FakeReactor, make_server
 from .test_broker import pull, send, send_header

@@ -8,7 +8,7 @@ from codec.codes import RequestCode as C
 from codec.command import RemotingCommand
 from codec.headers import SendMessageResponseHeader
 from codec.message import HostPort, Message
-from rmqproxy.processors.send import SEND_RESPONSE_EXTRAS, answer_put
+from rmqproxy.broker.processors.send import SEND_RESPONSE_EXTRAS, answer_put
 
 from .harness import make_server
 

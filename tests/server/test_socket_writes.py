@@ -1,5 +1,5 @@
 """The reply fast path against a real loopback TCP connection of the installed Twisted (issue 25):
-``rmqproxy/sockwrite.py`` uses private parts of ``tcp.Connection``, so this is what tells a Twisted
+``rmqproxy/net/sockwrite.py`` uses private parts of ``tcp.Connection``, so this is what tells a Twisted
 upgrade that changed them from one that did not (the unit tests' fakes cannot)."""
 
 from __future__ import annotations

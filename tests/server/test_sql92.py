@@ -9,8 +9,8 @@ from codec.bodies import CheckClientRequestBody, ConsumerData, HeartbeatData, Pr
 from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.message import decode_messages
-from rmqproxy import sql92
-from rmqproxy.sql92 import SelectorError, SqlFilter, compile_selector
+from rmqproxy.broker import sql92
+from rmqproxy.broker.sql92 import SelectorError, SqlFilter, compile_selector
 
 from .harness import Client, make_server
 from .test_broker import pull, send_header

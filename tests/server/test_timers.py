@@ -11,8 +11,8 @@ import pytest
 from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.message import BatchItem, decode_messages, encode_batch
-from rmqproxy.store.delay import TIMER_TOPIC
-from rmqproxy.timers import TIMER_GROUP
+from rmqproxy.core.delay_levels import TIMER_TOPIC
+from rmqproxy.broker.timer_messages import TIMER_GROUP
 
 from .harness import Client, make_server
 from .test_broker import pull, send_header

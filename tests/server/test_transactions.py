@@ -11,7 +11,7 @@ from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.headers import CheckTransactionStateRequestHeader, SendMessageResponseHeader
 from codec.message import decode_message, decode_messages, decode_offset_msg_id
-from rmqproxy.topics import CHECK_MAX_TOPIC, HALF_TOPIC, OP_TOPIC
+from rmqproxy.core.names import CHECK_MAX_TOPIC, HALF_TOPIC, OP_TOPIC
 
 from .harness import Client, make_server
 from .test_broker import pull, send_header
@@ -266,7 +266,7 @@ def test_a_check_pass_steps_over_any_number_of_decided_half_messages_without_rea
 
 
 def test_decisions_past_the_memory_bound_are_still_decided_once(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr("rmqproxy.transactions.MAX_DECISIONS_IN_MEMORY", 10)
+    monkeypatch.setattr("rmqproxy.broker.transaction_service.MAX_DECISIONS_IN_MEMORY", 10)
     server, reactor = make_server(tmp_path)
     try:
         client = producer(server)

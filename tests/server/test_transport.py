@@ -11,8 +11,8 @@ from twisted.internet.testing import StringTransport
 from codec.command import RemotingCommand
 from codec.frame import FrameDecoder
 from codec.errors import CodecError
-from rmqproxy.dispatch import Dispatcher, Route
-from rmqproxy.transport import Connection, ReplyBuffers
+from rmqproxy.net.dispatch import Dispatcher, Route
+from rmqproxy.net.transport import Connection, ReplyBuffers
 
 
 class SocketTransport(StringTransport):

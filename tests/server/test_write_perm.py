@@ -16,8 +16,8 @@ from codec.headers import (
     WipeWritePermOfBrokerResponseHeader,
 )
 from codec.message import BatchItem, encode_batch
-from rmqproxy.config import Config
-from rmqproxy.permission import BrokerPermission
+from rmqproxy.core.config import Config
+from rmqproxy.broker.permission import BrokerPermission
 
 from .harness import Client, make_server
 

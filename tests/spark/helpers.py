@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from rmqproxy.pulllog import PullEvent
+from rmqproxy.observe.pull_events import PullEvent
 
 #: 2024-05-13 20:00:00 UTC
 T0 = 1_715_630_400_000

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from rmqproxy.pulllog import PullEvent, log_file_name
+from rmqproxy.observe.pull_events import PullEvent, log_file_name
 from spark_jobs import generate
 
 FIELDS = [f.name for f in dataclasses.fields(PullEvent)]

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from rmqproxy.pulllog import PullEvent
+from rmqproxy.observe.pull_events import PullEvent
 
 T = pytest.importorskip("pyspark.sql.types")
 

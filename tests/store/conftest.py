@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from codec.message import HostPort, Message
-from rmqproxy.store import MessageStore, StoreConfig
+from rmqproxy.broker.store import MessageStore, StoreConfig
 
 SMALL = StoreConfig(
     mapped_file_size_commit_log=64 * 1024,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from rmqproxy.store import FLUSH_SYNC, MessageStore
+from rmqproxy.broker.store import FLUSH_SYNC, MessageStore
 
 from .conftest import SMALL, msg
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rmqproxy.store import FLUSH_SYNC, GetStatus
+from rmqproxy.broker.store import FLUSH_SYNC, GetStatus
 
 from .conftest import SMALL, crash, msg
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 from codec.message import decode_messages
-from rmqproxy.store import GetStatus, MessageStore
+from rmqproxy.broker.store import GetStatus, MessageStore
 
 from .crash_writer import CONFIG, QUEUES, payload
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from codec.message import decode_message, encode_message
-from rmqproxy.store.commitlog import CommitLog
-from rmqproxy.store.consumequeue import UNIT, ConsumeQueue
-from rmqproxy.store.mapped import Segment, _allocate
+from rmqproxy.broker.store.commitlog import CommitLog
+from rmqproxy.broker.store.consumequeue import UNIT, ConsumeQueue
+from rmqproxy.broker.store.mapped import Segment, _allocate
 
 from .conftest import msg
 

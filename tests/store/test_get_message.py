@@ -8,7 +8,7 @@ import pytest
 
 from codec.javacompat import string_hash
 from codec.message import decode_messages
-from rmqproxy.store import GetStatus, TagFilter
+from rmqproxy.broker.store import GetStatus, TagFilter
 
 from .conftest import SMALL, msg
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rmqproxy.store import files
-from rmqproxy.store.files import backup_of, read_json, write_json_atomic
+from rmqproxy.core import files
+from rmqproxy.core.files import backup_of, read_json, write_json_atomic
 
 
 def test_a_short_write_is_continued_until_the_file_is_whole(tmp_path: Path, monkeypatch) -> None:
@@ -70,8 +70,8 @@ def test_a_failed_checkpoint_write_refuses_puts_until_room_only_when_the_disk_wa
 ) -> None:
     """A full disk makes puts wait for room (``check_disk`` gives them back); any other write error
     means the disk cannot be trusted, and puts stay refused until a restart."""
-    from rmqproxy.store import MessageStore, PutStatus
-    from rmqproxy.store.store import _Flushed
+    from rmqproxy.broker.store import MessageStore, PutStatus
+    from rmqproxy.broker.store.store import _Flushed
 
     from .conftest import SMALL, msg
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from codec.message import decode_message
-from rmqproxy.store import GetStatus
+from rmqproxy.broker.store import GetStatus
 
 from .conftest import SMALL, msg
 

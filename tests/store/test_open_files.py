@@ -8,7 +8,7 @@ import dataclasses
 import os
 from pathlib import Path
 
-from rmqproxy.store.mapped import OpenBudget, Segment, _allocate
+from rmqproxy.broker.store.mapped import OpenBudget, Segment, _allocate
 
 from .conftest import SMALL, crash, msg
 from .test_recovery import all_bodies

@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 from codec.message import decode_message, decode_messages
-from rmqproxy.store import FLUSH_SYNC, MessageStore, PutStatus, StoreConfig
+from rmqproxy.broker.store import FLUSH_SYNC, MessageStore, PutStatus, StoreConfig
 
 from .conftest import SMALL, msg
 
@@ -97,7 +97,7 @@ def test_sync_flush_acknowledges_and_exposes_only_after_fsync(open_store) -> Non
 
 
 def test_sync_flush_group_commit_shares_fsyncs(open_store, monkeypatch) -> None:
-    import rmqproxy.store.mapped as mapped
+    import rmqproxy.broker.store.mapped as mapped
 
     calls = []
     real = os.fdatasync
@@ -143,7 +143,7 @@ def test_disk_full_fails_the_put_cleanly_and_keeps_acknowledged_data(tmp_path) -
         f"""
         import resource, signal, sys
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        from rmqproxy.store import MessageStore, StoreConfig
+        from rmqproxy.broker.store import MessageStore, StoreConfig
         from tests.store.conftest import msg
         cfg = StoreConfig(mapped_file_size_commit_log=64 * 1024, mapped_file_size_consume_queue_entries=64)
         store = MessageStore({str(tmp_path / "s")!r}, cfg)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from rmqproxy.store import FLUSH_SYNC, PutStatus
-from rmqproxy.store.puttimes import EXACT_MS, PutTimes
+from rmqproxy.broker.store import FLUSH_SYNC, PutStatus
+from rmqproxy.broker.store.puttimes import EXACT_MS, PutTimes
 
 from .conftest import SMALL, msg
 

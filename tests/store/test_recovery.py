@@ -7,7 +7,7 @@ import dataclasses
 import json
 
 from codec.message import decode_messages
-from rmqproxy.store import FLUSH_SYNC, GetStatus
+from rmqproxy.broker.store import FLUSH_SYNC, GetStatus
 
 from .conftest import SMALL, crash, msg
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from codec.message import decode_messages
-from rmqproxy.store import GetStatus, MessageStore
+from rmqproxy.broker.store import GetStatus, MessageStore
 
 from .conftest import SMALL, FakeClock, crash, msg
 
