@@ -14,16 +14,21 @@ with the server's CPU seconds and RSS for each phase. With metrics on (the defau
 ``--reference`` compares with Apache RocketMQ 4.9.7 (name server and broker from Maven Central)
 fairly: the same warm-up, the JVM flags of the reference's own start scripts (8 GiB broker heap,
 G1, full JIT), 1 GiB commit-log files on both, and ``--pairs`` (default 2) interleaved pairs,
-alternating which goes first; the report holds each pair and the median ratios. ``--readme``
-rewrites README.md's performance table from the report. ``--pull-log-cost`` runs rmqproxy with the
-pull event log at its default (``all``) and ``off`` in interleaved pairs, for what the log costs. Run: ``python bench/e2e.py [--messages N]
-[--threads T] [--warmup S] [--line 4.9|5] [--no-metrics] [--reference [--pairs N] [--readme]]
-| --pull-log-cost [--pairs N] | --readme-from REPORT.json]``.
+alternating which goes first; the report holds each pair and the median ratios. ``--doc``
+rewrites docs/performance.md's end-to-end table from the report (``--doc-from`` from a saved
+one). ``--pull-log-cost`` runs rmqproxy with the pull event log at its default (``all``) and
+``off`` in interleaved pairs, for what the log costs. ``--against-tree DIR`` runs this tree's
+rmqproxy and the one checked out in DIR (another commit: a change's "before") in interleaved
+pairs; ratios are this tree / DIR. Every report names the commit it measured. Run:
+``python bench/e2e.py [--messages N] [--threads T] [--warmup S] [--line 4.9|5] [--no-metrics]
+[--reference [--pairs N] [--doc]] | --pull-log-cost [--pairs N] | --against-tree DIR [--pairs N]
+| --doc-from REPORT.json]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import subprocess
@@ -37,7 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from machine import machine  # noqa: E402
+from machine import commit, machine  # noqa: E402
 
 from tests.interop.oracle import build_classpath  # noqa: E402
 from tests.interop.server import RunningServer, free_port  # noqa: E402
@@ -132,11 +137,15 @@ def current_rss(pid: int) -> int:
     return 0
 
 
-def run_rmqproxy(classpath: str, args: argparse.Namespace, pull_log: str = "all") -> dict:
+def run_rmqproxy(classpath: str, args: argparse.Namespace, pull_log: str = "all", tree: Path | None = None) -> dict:
+    """rmqproxy of this tree, or of the checkout ``tree`` (its server is started there, so
+    ``python -m rmqproxy.cli`` imports that tree's code)."""
     metrics_port = free_port()
     conf = {"metricsPromExporterPort": str(metrics_port), "metricsExporterType": "DISABLE" if args.no_metrics else "PROM",
             "mappedFileSizeCommitLog": str(1 << 30), "pullLogMode": pull_log}  # fmt: skip
-    with RunningServer(broker_conf=conf, message_delay_level=None) as server, Scraper(metrics_port, args.no_metrics):
+    with contextlib.chdir(tree or Path.cwd()):
+        server = RunningServer(broker_conf=conf, message_delay_level=None)
+    with server, Scraper(metrics_port, args.no_metrics):
         return measure(classpath, server.namesrv, server.pid, args.messages, args.threads, args.warmup)
 
 
@@ -169,6 +178,24 @@ def compare(classpath: str, args: argparse.Namespace) -> dict:
     return {"pairs": pairs, "median": medians}
 
 
+def compare_trees(classpath: str, args: argparse.Namespace) -> dict:
+    """This tree's rmqproxy against the checkout ``args.against_tree``, in ``args.pairs``
+    interleaved pairs; ratios are this tree / that one."""
+    pairs = []
+    for i in range(args.pairs):
+        order = ("this", "that") if i % 2 == 0 else ("that", "this")
+        pair: dict = {"order": list(order)}
+        for which in order:
+            pair[which] = run_rmqproxy(classpath, args, tree=args.against_tree if which == "that" else None)
+        for phase in ("send", "drain"):
+            pair[f"{phase}_ratio"] = round(pair["this"][phase]["msgs_per_s"] / pair["that"][phase]["msgs_per_s"], 3)
+        pairs.append(pair)
+    medians = {f"{phase}_ratio": round(statistics.median(p[f"{phase}_ratio"] for p in pairs), 3)
+               for phase in ("send", "drain")}  # fmt: skip
+    return {"against": {"tree": str(args.against_tree), "commit": commit(args.against_tree)}, "tree_pairs": pairs,
+            "tree_median": medians}
+
+
 def compare_pull_log(classpath: str, args: argparse.Namespace) -> dict:
     """What the pull event log costs: rmqproxy with ``pullLogMode=all`` (the default) and ``off``,
     in ``args.pairs`` interleaved pairs; ratios are on / off."""
@@ -186,12 +213,13 @@ def compare_pull_log(classpath: str, args: argparse.Namespace) -> dict:
     return {"pull_log_pairs": pairs, "pull_log_median": medians}
 
 
-README_BEGIN = "<!-- e2e table: written by bench/e2e.py --readme -->"
-README_END = "<!-- end of e2e table -->"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
+DOC_BEGIN = "<!-- e2e table: written by bench/e2e.py --doc -->"
+DOC_END = "<!-- end of e2e table -->"
 
 
-def readme_table(report: dict) -> str:
-    """The README's performance table, from a ``--reference`` report."""
+def doc_table(report: dict) -> str:
+    """docs/performance.md's end-to-end table, from a ``--reference`` report."""
     rows = []
     for phase, label in (("send", f"sync send, 16 threads, 1 KiB, building a {report['messages']:,} backlog"),
                          ("drain", "push consumer draining that backlog, from its first message")):  # fmt: skip
@@ -210,8 +238,9 @@ def readme_table(report: dict) -> str:
               if report["median"][f"{phase}_ratio"] < 1.0]  # fmt: skip
     m = report["machine"]
     return "\n".join([
-        README_BEGIN,
-        f"Measured {report['date']} on {m['cores']} cores ({m['cpu'] or 'unknown CPU'}), {m['memory_gib']} GiB, "
+        DOC_BEGIN,
+        f"Measured {report['date']} at commit {report.get('commit', 'unknown')} with `python bench/e2e.py --reference "
+        f"--pairs {len(report['pairs'])}`, on {m['cores']} cores ({m['cpu'] or 'unknown CPU'}), {m['memory_gib']} GiB, "
         f"Python {m['python']}; {len(report['pairs'])} interleaved pairs after a {report['warmup_s']} s warm-up each; "
         "msgs/s per pair, and the median of the per-pair ratios:",
         "",
@@ -220,14 +249,15 @@ def readme_table(report: dict) -> str:
         *rows,
         "",
         f"Still behind Apache: {', '.join(behind)}." if behind else "At or ahead of Apache on every workload.",
-        README_END,
+        DOC_END,
     ])
 
 
-def write_readme(report: dict, readme: Path = Path(__file__).resolve().parents[1] / "README.md") -> None:
-    text = readme.read_text()
-    start, end = text.index(README_BEGIN), text.index(README_END) + len(README_END)
-    readme.write_text(text[:start] + readme_table(report) + text[end:])
+def write_doc(report: dict, doc: Path = DOC) -> None:
+    """Replace the table between the markers of ``doc`` with ``report``'s."""
+    text = doc.read_text()
+    start, end = text.index(DOC_BEGIN), text.index(DOC_END) + len(DOC_END)
+    doc.write_text(text[:start] + doc_table(report) + text[end:])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -240,15 +270,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reference", action="store_true", help="compare with Apache RocketMQ 4.9.7, in pairs")
     parser.add_argument("--pairs", type=int, default=2)
     parser.add_argument("--pull-log-cost", action="store_true", help="compare pullLogMode=all with off, in pairs")
-    parser.add_argument("--readme", action="store_true", help="rewrite README.md's performance table (--reference)")
-    parser.add_argument("--readme-from", type=Path, help="rewrite README.md's table from a saved --reference report")
+    parser.add_argument("--against-tree", type=Path, help="compare with rmqproxy checked out in this folder, in pairs")
+    parser.add_argument("--doc", action="store_true", help="rewrite docs/performance.md's e2e table (--reference)")
+    parser.add_argument("--doc-from", type=Path, help="rewrite docs/performance.md's table from a saved --reference report")
     args = parser.parse_args(argv)
-    if args.readme_from is not None:
-        write_readme(json.loads(args.readme_from.read_text()))
+    if args.doc_from is not None:
+        write_doc(json.loads(args.doc_from.read_text()))
         return
     classpath = build_classpath(args.line)
     report: dict = {
-        "benchmark": "e2e", "date": time.strftime("%Y-%m-%d"), "machine": machine(), "client_line": args.line,
+        "benchmark": "e2e", "date": time.strftime("%Y-%m-%d"), "commit": commit(), "machine": machine(),
+        "client_line": args.line,
         "metrics_exporter": not args.no_metrics, "messages": args.messages, "threads": args.threads,
         "warmup_s": args.warmup,
     }  # fmt: skip
@@ -256,11 +288,13 @@ def main(argv: list[str] | None = None) -> None:
         report.update(compare(classpath, args))
     elif args.pull_log_cost:
         report.update(compare_pull_log(classpath, args))
+    elif args.against_tree is not None:
+        report.update(compare_trees(classpath, args))
     else:
         report.update(run_rmqproxy(classpath, args))
     print(json.dumps(report, indent=2), flush=True)
-    if args.reference and args.readme:
-        write_readme(report)
+    if args.reference and args.doc:
+        write_doc(report)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,23 @@ from __future__ import annotations
 import os
 import platform
 import statistics
+import subprocess
 import time
 from pathlib import Path
+
+
+def commit(tree: Path | None = None) -> str:
+    """The commit a benchmark measured (``tree``: a checkout, default this one), with ``+changes``
+    when its work tree differs from it."""
+    where = tree or Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=where, capture_output=True, text=True,
+                              check=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
+                               capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{head}+changes" if dirty else head
 
 
 def machine() -> dict:
