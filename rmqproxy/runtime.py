@@ -66,6 +66,7 @@ class Runtime:
         self.connections: set[Connection] = set()
         self.ports: list[IListeningPort] = []
         self.loops: dict[Callable[[], Any], task.LoopingCall] = {}  # periodic function -> its loop
+        self.stopped = False  # ``stop`` has run
         self._all_closed: defer.Deferred | None = None
 
     def watch(self, **tables: Any) -> None:
@@ -136,6 +137,7 @@ class Runtime:
         so the reactor lets queued answers reach the clients before it exits. A Java 4.9 client
         does not fail requests pending on a closed connection: unanswered held pulls would make
         it wait out its 30 s pull timeout after a restart."""
+        self.stopped = True
         for loop in self.loops.values():
             if loop.running:
                 loop.stop()

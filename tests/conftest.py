@@ -38,6 +38,36 @@ def find_session_vectors() -> Path:
     skip_or_fail(f"recorded session not found (set RMQ_SESSION_VECTORS): {candidates}")
 
 
+# --- servers on the test harness (tests/server/harness.py) ------------------------------------------
+
+
+@pytest.fixture
+def servers(tmp_path: Path) -> Iterator[Callable[..., tuple]]:
+    """``servers(path, **overrides)``: a started server on the test harness (``harness.make_server``:
+    real store under ``path``, ``task.Clock`` time), stopped at teardown unless the test stopped it
+    (a test may stop one and start another on the same store)."""
+    from tests.server.harness import make_server
+
+    made = []
+
+    def make(path: Path = tmp_path, **overrides: object) -> tuple:
+        server, reactor = make_server(path, **overrides)
+        made.append(server)
+        return server, reactor
+
+    yield make
+    for server in made:
+        if not server.runtime.stopped:
+            server.stop()
+
+
+@pytest.fixture
+def broker(servers: Callable[..., tuple]) -> tuple:
+    """(server, reactor): one server with the default configuration on ``tmp_path``; a module
+    that needs other settings overrides this fixture with its own ``servers(...)`` call."""
+    return servers()
+
+
 # --- Apache clusters shared across test modules (tests/interop/apache_cluster.SHARED) --------------
 
 _SHARED_CLUSTERS = pytest.StashKey["SharedClusters"]()

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
-from codec.codes import ResponseCode as R
+from codec.codes import PullSysFlag, ResponseCode as R
 from rmqproxy.observe.pull_events import PullLog, PullEvent, log_file_name
 
 from ..server.harness import Client, make_server
-from ..server.test_broker import pull, send
 
 
 def events(server) -> list[dict]:
@@ -23,10 +22,10 @@ def test_arrival_wake_is_logged_with_hold_and_service_time(tmp_path) -> None:
     server, reactor = make_server(tmp_path)
     consumer, producer = Client(server, "c@1#1"), Client(server, "p@1#1")
     consumer.heartbeat("cg", {"T": "*"})
-    send(producer, "T", b"first")
-    opaque = pull(consumer, "T", 1, sys_flag=0x2)
+    producer.send_message("T", b"first")
+    opaque = consumer.pull_message("T", 1, sys_flag=PullSysFlag.SUSPEND)
     reactor.advance(2.5)
-    send(producer, "T", b"second")
+    producer.send_message("T", b"second")
     assert consumer.answer(opaque).code == R.SUCCESS
     server.stop()
     (event,) = [e for e in events(server) if e["held"]]
@@ -44,9 +43,9 @@ def test_timeout_is_logged_as_such_and_every_pull_is_logged(tmp_path) -> None:
     server, reactor = make_server(tmp_path)
     client = Client(server)
     client.heartbeat("cg", {"T": "*"})
-    send(client, "T")
-    client.answer(pull(client, "T", 0))  # answered at once
-    opaque = pull(client, "T", 1, sys_flag=0x2, suspend_timeout_millis=20000)
+    client.send_message("T")
+    client.answer(client.pull_message("T", 0))  # answered at once
+    opaque = client.pull_message("T", 1, sys_flag=PullSysFlag.SUSPEND, suspend_timeout_millis=20000)
     reactor.advance(20)
     assert client.answer(opaque).code == R.PULL_NOT_FOUND
     server.stop()
@@ -61,8 +60,8 @@ def test_short_polling_holds_for_the_short_time(tmp_path) -> None:
     server, reactor = make_server(tmp_path, long_polling=False, short_polling_ms=1000)
     client = Client(server)
     client.heartbeat("cg", {"T": "*"})
-    send(client, "T")
-    opaque = pull(client, "T", 1, sys_flag=0x2)
+    client.send_message("T")
+    opaque = client.pull_message("T", 1, sys_flag=PullSysFlag.SUSPEND)
     reactor.advance(0.999)
     assert client.answer(opaque) is None
     reactor.advance(0.001)
@@ -76,24 +75,23 @@ def test_held_mode_logs_only_held_pulls_and_off_logs_nothing(tmp_path) -> None:
         server, reactor = make_server(tmp_path / mode, pull_log_mode=mode)
         client = Client(server)
         client.heartbeat("cg", {"T": "*"})
-        send(client, "T")
-        client.answer(pull(client, "T", 0))
-        pull(client, "T", 1, sys_flag=0x2)
+        client.send_message("T")
+        client.answer(client.pull_message("T", 0))
+        client.pull_message("T", 1, sys_flag=PullSysFlag.SUSPEND)
         reactor.advance(15)
         server.stop()
         assert len(events(server)) == expected
 
 
-def test_past_max_held_pulls_are_answered_at_once(tmp_path) -> None:
-    server, reactor = make_server(tmp_path, max_held_pulls=1)
+def test_past_max_held_pulls_are_answered_at_once(servers, tmp_path) -> None:
+    server, reactor = servers(tmp_path, max_held_pulls=1)
     client = Client(server)
     client.heartbeat("cg", {"T": "*"})
-    send(client, "T")
-    first = pull(client, "T", 1, sys_flag=0x2)
-    second = pull(client, "T", 1, sys_flag=0x2)
+    client.send_message("T")
+    first = client.pull_message("T", 1, sys_flag=PullSysFlag.SUSPEND)
+    second = client.pull_message("T", 1, sys_flag=PullSysFlag.SUSPEND)
     assert client.answer(first) is None
     assert client.answer(second).code == R.PULL_NOT_FOUND
-    server.stop()
 
 
 def test_log_files_rotate_by_utc_hour(tmp_path) -> None:
@@ -134,8 +132,7 @@ def test_events_past_the_writers_queue_bound_are_dropped_and_counted(tmp_path, m
     assert (log.dropped, log.written) == (1, 0)
 
 
-def test_dropped_pull_events_are_exported(tmp_path) -> None:
-    server, _reactor = make_server(tmp_path)
+def test_dropped_pull_events_are_exported(servers, tmp_path) -> None:
+    server, _reactor = servers(tmp_path)
     server.pull_log.dropped = 3
     assert server.registry.get_sample_value("rmqproxy_pull_log_dropped_total") == 3
-    server.stop()

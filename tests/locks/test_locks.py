@@ -10,8 +10,7 @@ from codec.bodies import LockBatchRequestBody, LockBatchResponseBody, MessageQue
 from codec.codes import RequestCode as C
 from rmqproxy.broker.locktable import LockManager
 
-from ..server.harness import Client, make_server
-from ..server.test_broker import send
+from ..server.harness import Client
 
 Q = [MessageQueue("T", "rmqproxy-a", i) for i in range(4)]
 
@@ -122,10 +121,10 @@ def test_lock_requests_are_counted_by_outcome() -> None:
                                     ("g", "lock", "refused"): 1}  # fmt: skip
 
 
-def test_lock_and_unlock_over_the_wire_and_the_handoff_notice(tmp_path) -> None:
-    server, reactor = make_server(tmp_path, lock_release_on_disconnect="immediate")
+def test_lock_and_unlock_over_the_wire_and_the_handoff_notice(servers, tmp_path) -> None:
+    server, reactor = servers(tmp_path, lock_release_on_disconnect="immediate")
     a, b = Client(server, "a@1"), Client(server, "b@1")
-    send(a, "T")  # creates T with 4 queues: only real queues are locked
+    a.send_message("T")  # creates T with 4 queues: only real queues are locked
     a.heartbeat("og", {"T": "*"})
     b.heartbeat("og", {"T": "*"})
     request = LockBatchRequestBody("og", "a@1", None, Q[:2])
@@ -140,4 +139,3 @@ def test_lock_and_unlock_over_the_wire_and_the_handoff_notice(tmp_path) -> None:
     assert LockBatchResponseBody.from_json(granted.body).lock_ok_mq_set == [Q[0]]
     a.call(C.UNREGISTER_CLIENT, client_id="a@1", consumer_group="og")
     assert server.locks.owner("og", Q[1]) is None
-    server.stop()

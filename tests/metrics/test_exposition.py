@@ -11,12 +11,12 @@ from twisted.web.server import NOT_DONE_YET
 from twisted.web.test.requesthelper import DummyRequest
 
 from codec.bodies import ConsumerRunningInfo
+from codec.codes import PullSysFlag
 from rmqproxy.observe.exposition import MetricsResource, exposition_slices
 from rmqproxy.observe.metrics import LATENCY_BUCKETS, Metrics, ReactorCounter, ReactorHistogram
 from rmqproxy.observe.pull_events import PullEvent
 
-from ..server.harness import Client, make_server
-from ..server.test_broker import pull, send
+from ..server.harness import Client
 
 
 def busy_registry(groups: int = 300) -> CollectorRegistry:
@@ -57,13 +57,13 @@ def test_slices_make_exactly_what_generate_latest_makes() -> None:
     assert max(chunk.count(b"\n") for chunk in slices) <= 16 * (len(LATENCY_BUCKETS) + 3) + 2
 
 
-def test_a_whole_server_scrapes_as_generate_latest(tmp_path) -> None:
-    server, reactor = make_server(tmp_path)
+def test_a_whole_server_scrapes_as_generate_latest(servers, tmp_path) -> None:
+    server, reactor = servers(tmp_path)
     consumer, producer = Client(server, "c@1"), Client(server, "p@1")
     consumer.heartbeat("cg", {"T": "*"})
-    send(producer, "T", b"x")
-    consumer.answer(pull(consumer, "T", 0))
-    pull(consumer, "T", 1, sys_flag=0x2)  # held: the live-state gauges have something to say
+    producer.send_message("T", b"x")
+    consumer.answer(consumer.pull_message("T", 0))
+    consumer.pull_message("T", 1, sys_flag=PullSysFlag.SUSPEND)  # held: the live-state gauges have something to say
     request = DummyRequest([b"metrics"])
     assert MetricsResource(server.registry, reactor).render_GET(request) == NOT_DONE_YET
     while not request.finished:
@@ -71,7 +71,6 @@ def test_a_whole_server_scrapes_as_generate_latest(tmp_path) -> None:
     assert b"".join(request.written) == generate_latest(server.registry)
     assert b'rmqproxy_held_pulls{consumer_group="cg",topic="T"} 1.0' in b"".join(request.written)
     assert request.responseHeaders.getRawHeaders(b"content-type")[0].startswith(b"text/plain")
-    server.stop()
 
 
 class Turns:

@@ -6,26 +6,25 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.exposition import generate_latest
 
 from codec.bodies import LockBatchRequestBody, MessageQueue
-from codec.codes import RequestCode as C
+from codec.codes import PullSysFlag, RequestCode as C
 from rmqproxy.observe.metrics import OTHER, LATENCY_BUCKETS, LabelLimiter, Metrics, ReactorCounter, ReactorHistogram
 
-from ..server.harness import Client, make_server
-from ..server.test_broker import pull, send
+from ..server.harness import Client
 
 COMMON = {"cluster": "DefaultCluster", "node_type": "broker", "node_id": "rmqproxy-a"}
 
 
-def test_pull_latency_is_split_into_hold_and_service_time(tmp_path) -> None:
-    server, reactor = make_server(tmp_path)
+def test_pull_latency_is_split_into_hold_and_service_time(servers, tmp_path) -> None:
+    server, reactor = servers(tmp_path)
     r = server.registry
     consumer, producer = Client(server, "c@1"), Client(server, "p@1")
     consumer.heartbeat("cg", {"T": "*"})
-    send(producer, "T", b"x")
-    opaque = pull(consumer, "T", 1, sys_flag=0x2)
+    producer.send_message("T", b"x")
+    opaque = consumer.pull_message("T", 1, sys_flag=PullSysFlag.SUSPEND)
     reactor.advance(3)
-    send(producer, "T", b"y")
+    producer.send_message("T", b"y")
     consumer.answer(opaque)
-    timed_out = pull(consumer, "T", 2, sys_flag=0x2)
+    timed_out = consumer.pull_message("T", 2, sys_flag=PullSysFlag.SUSPEND)
     reactor.advance(15)
     consumer.answer(timed_out)
     labels = {"topic": "T", "consumer_group": "cg"}
@@ -40,31 +39,29 @@ def test_pull_latency_is_split_into_hold_and_service_time(tmp_path) -> None:
     assert r.get_sample_value("rmqproxy_pull_latency_seconds_bucket", {**held, "le": "5.0"}) == 1
     assert r.get_sample_value("rmqproxy_pull_hold_overshoot_seconds_count") == 1
     assert r.get_sample_value("rmqproxy_pull_hold_overshoot_seconds_sum") == 0.0
-    server.stop()
 
 
-def test_held_pulls_gauge_reads_the_live_table(tmp_path) -> None:
-    server, reactor = make_server(tmp_path, max_held_pulls=7)
+def test_held_pulls_gauge_reads_the_live_table(servers, tmp_path) -> None:
+    server, reactor = servers(tmp_path, max_held_pulls=7)
     assert server.registry.get_sample_value("rmqproxy_held_pulls_limit") == 7
     client = Client(server)
     client.heartbeat("cg", {"T": "*"})
-    send(client, "T")
-    pull(client, "T", 1, sys_flag=0x2)
-    pull(client, "T", 0, queue_id=1, sys_flag=0x2)  # an empty queue at offset 0 is held too
+    client.send_message("T")
+    client.pull_message("T", 1, sys_flag=PullSysFlag.SUSPEND)
+    client.pull_message("T", 0, queue_id=1, sys_flag=PullSysFlag.SUSPEND)  # an empty queue at offset 0 is held too
     assert server.registry.get_sample_value("rmqproxy_held_pulls", {"topic": "T", "consumer_group": "cg"}) == 2
     client.conn.connectionLost(None)
     assert server.registry.get_sample_value("rmqproxy_held_pulls", {"topic": "T", "consumer_group": "cg"}) is None
-    server.stop()
 
 
-def test_rocketmq_5x_broker_metrics_keep_their_names_and_labels(tmp_path) -> None:
-    server, reactor = make_server(tmp_path)
+def test_rocketmq_5x_broker_metrics_keep_their_names_and_labels(servers, tmp_path) -> None:
+    server, reactor = servers(tmp_path)
     r = server.registry
     client = Client(server)
     client.heartbeat("cg", {"T": "*"})
     for _ in range(3):
-        send(client, "T", b"12345")
-    client.answer(pull(client, "T", 0))
+        client.send_message("T", b"12345")
+    client.answer(client.pull_message("T", 0))
     client.call(C.UPDATE_CONSUMER_OFFSET, consumer_group="cg", topic="T", queue_id=0, commit_offset=1)
     produced = {**COMMON, "topic": "T", "message_type": "normal", "is_system": "false"}
     assert r.get_sample_value("rocketmq_messages_in_total", produced) == 3
@@ -79,14 +76,13 @@ def test_rocketmq_5x_broker_metrics_keep_their_names_and_labels(tmp_path) -> Non
     conns = {**COMMON, "consumer_group": "cg", "language": "java", "version": "409", "consume_mode": "push",
              "protocol_type": "remoting", "is_system": "false"}  # fmt: skip
     assert r.get_sample_value("rocketmq_consumer_connections", conns) == 1
-    server.stop()
 
 
-def test_lock_metrics(tmp_path) -> None:
-    server, reactor = make_server(tmp_path, lock_release_on_disconnect="immediate")
+def test_lock_metrics(servers, tmp_path) -> None:
+    server, reactor = servers(tmp_path, lock_release_on_disconnect="immediate")
     a, b = Client(server, "a@1"), Client(server, "b@1")
     mq = [MessageQueue("T", "rmqproxy-a", 0)]
-    send(a, "T")  # only queues of existing topics are locked
+    a.send_message("T")  # only queues of existing topics are locked
     a.call(C.LOCK_BATCH_MQ, body=LockBatchRequestBody("og", "a@1", None, mq).to_json())
     b.call(C.LOCK_BATCH_MQ, body=LockBatchRequestBody("og", "b@1", None, mq).to_json())
     r = server.registry
@@ -97,11 +93,10 @@ def test_lock_metrics(tmp_path) -> None:
     reactor.advance(0.5)
     b.call(C.LOCK_BATCH_MQ, body=LockBatchRequestBody("og", "b@1", None, mq).to_json())
     assert r.get_sample_value("rmqproxy_lock_handoff_seconds_sum", {"consumer_group": "og"}) == 0.5
-    server.stop()
 
 
-def test_client_view_comes_from_consumer_running_info(tmp_path) -> None:
-    server, reactor = make_server(tmp_path, client_stats_interval_s=60)
+def test_client_view_comes_from_consumer_running_info(servers, tmp_path) -> None:
+    server, reactor = servers(tmp_path, client_stats_interval_s=60)
     consumer = Client(server, "c@1#7")
     consumer.heartbeat("cg", {"T": "*"})
     consumer.read()
@@ -124,7 +119,6 @@ def test_client_view_comes_from_consumer_running_info(tmp_path) -> None:
     (asked,) = [c for c in consumer.read() if c.code == C.GET_CONSUMER_RUNNING_INFO]
     consumer.conn.dataReceived(asked.response(0, body=b"{not json").encode())
     assert server.registry.get_sample_value("rmqproxy_client_stats_failures_total", {"group": "cg"}) == 3
-    server.stop()
 
 
 def test_label_values_are_bounded_and_retry_topics_grouped() -> None:
@@ -153,12 +147,12 @@ def test_reactor_metrics_expose_what_prometheus_client_would() -> None:
     assert generate_latest(ours).decode().splitlines() == expected
 
 
-def test_metrics_exporter_disable_measures_nothing(tmp_path) -> None:
-    server, reactor = make_server(tmp_path, metrics_exporter="DISABLE")
+def test_metrics_exporter_disable_measures_nothing(servers, tmp_path) -> None:
+    server, reactor = servers(tmp_path, metrics_exporter="DISABLE")
     client = Client(server)
     client.heartbeat("cg", {"T": "*"})
-    send(client, "T")
-    client.answer(pull(client, "T", 0))
+    client.send_message("T")
+    client.answer(client.pull_message("T", 0))
     r = server.registry
     assert r.get_sample_value("rocketmq_messages_in_total", {**COMMON, "topic": "T", "message_type": "normal",
                                                              "is_system": "false"}) is None  # fmt: skip
@@ -166,4 +160,3 @@ def test_metrics_exporter_disable_measures_nothing(tmp_path) -> None:
     client.read()
     reactor.advance(server.config.client_stats_interval_s + 1)  # and no client is asked for its statistics
     assert not [c for c in client.read() if c.code == C.GET_CONSUMER_RUNNING_INFO]
-    server.stop()

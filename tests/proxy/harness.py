@@ -12,6 +12,7 @@ from twisted.internet.testing import StringTransport
 
 from codec.command import RemotingCommand
 from codec.peer import RemotingPeer
+from codec.codes import PullSysFlag
 from rmqproxy.core.config import Config
 from rmqproxy.proxy.nodes import Node
 from rmqproxy.proxy.server import ProxyServer, _ConnectionFactory
@@ -90,7 +91,7 @@ class ProxyClient(Client):
 def pull_fields(topic: str = "T", queue_id: int = 0, offset: int = 0, suspend_ms: int = 15000, **more: Any) -> dict:
     """A push consumer's pull: suspended, with a commit offset."""
     return {"consumer_group": "G", "topic": topic, "queue_id": queue_id, "queue_offset": offset, "max_msg_nums": 32,
-            "sys_flag": 0x3 if suspend_ms else 0x1, "commit_offset": 0, "suspend_timeout_millis": suspend_ms,
+            "sys_flag": PullSysFlag.COMMIT_OFFSET | (PullSysFlag.SUSPEND if suspend_ms else 0), "commit_offset": 0, "suspend_timeout_millis": suspend_ms,
             "sub_version": 1, **more}  # fmt: skip
 
 

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from codec.bodies import TopicRouteData
-from codec.codes import RequestCode
+from codec.codes import PullSysFlag, RequestCode
 from codec.command import RemotingCommand
 from codec.headers import REQUEST_HEADERS
 from tests.interop.apache_cluster import SHARED_ACL, ApacheCluster
@@ -191,7 +191,7 @@ def test_refused_held_pull_is_answered_like_a_direct_one(proxied: ProxiedCluster
     assert all(low <= _addr_port(a) <= high for a in via_proxy.values()), via_proxy
     header = REQUEST_HEADERS[RequestCode.PULL_MESSAGE]
     ext = header.encode(header.cls(consumer_group="AclPullCg", topic="TBW102", queue_id=0, queue_offset=0,
-                                   max_msg_nums=32, sys_flag=2, commit_offset=0, suspend_timeout_millis=3000,
+                                   max_msg_nums=32, sys_flag=PullSysFlag.SUSPEND, commit_offset=0, suspend_timeout_millis=3000,
                                    sub_version=0, subscription="*"))  # fmt: skip
     if secret is not None:
         ext = _signed(ext, secret)

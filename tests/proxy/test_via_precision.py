@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from codec.bodies import TopicRouteData
-from codec.codes import RequestCode, ResponseCode
+from codec.codes import PullSysFlag, RequestCode, ResponseCode
 from codec.command import RemotingCommand
 from codec.headers import REQUEST_HEADERS
 from codec.peer import ANSWER
@@ -70,7 +70,7 @@ def _held_pulls(addr: str, topic: str, group: str, suspend_ms: int) -> list[tupl
     sent: dict[int, float] = {}
     for queue in range(QUEUES):
         header = codec.cls(consumer_group=group, topic=topic, queue_id=queue, queue_offset=0, max_msg_nums=32,
-                           sys_flag=0x2 | 0x4, commit_offset=0, suspend_timeout_millis=suspend_ms, subscription="*",
+                           sys_flag=PullSysFlag.SUSPEND | PullSysFlag.SUBSCRIPTION, commit_offset=0, suspend_timeout_millis=suspend_ms, subscription="*",
                            sub_version=1)  # fmt: skip
         opaque, data = client.peer.request(RemotingCommand(code=RequestCode.PULL_MESSAGE, ext_fields=codec.encode(header)))
         client.sock.sendall(data)

@@ -20,7 +20,7 @@ from rmqproxy.broker.acl import AclError, address_matcher, load_rules, signature
 from rmqproxy.cli import main
 
 from ..server.harness import Client, make_server
-from ..server.test_broker import send_header
+from ..server.harness import send_header
 
 SECRET = "secret-of-alice"
 ACL = """

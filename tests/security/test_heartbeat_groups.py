@@ -60,8 +60,8 @@ def test_groups_are_registered_in_slices_and_written_off_the_reactor(tmp_path, m
     assert {f"%RETRY%group_{i}" for i in range(GROUPS)} <= set(stored)
 
 
-def test_a_connection_that_closes_mid_heartbeat_registers_nothing_more(tmp_path) -> None:
-    server, reactor = make_server(tmp_path)
+def test_a_connection_that_closes_mid_heartbeat_registers_nothing_more(servers, tmp_path) -> None:
+    server, reactor = servers(tmp_path)
     many = Client(server, "many@1")
     many.send(C.HEART_BEAT, body=many_groups())
     reactor.advance(0)
@@ -69,7 +69,6 @@ def test_a_connection_that_closes_mid_heartbeat_registers_nothing_more(tmp_path)
     for _ in range(30):
         reactor.advance(0)
     assert all(not group.members for group in server.clients.consumers.values())
-    server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -103,22 +102,17 @@ def test_another_clients_round_trip_stays_short_during_a_huge_heartbeat(server: 
     assert max(round_trips) < 0.1
 
 
-def test_a_topic_whose_config_was_not_yet_written_is_recovered_from_the_store(tmp_path) -> None:
+def test_a_topic_whose_config_was_not_yet_written_is_recovered_from_the_store(servers, tmp_path) -> None:
     """topics.json is written a moment after a topic is created: after a crash in between, the
     topic's queues in the store bring its config back, so its messages stay routable."""
-    from ..server.test_broker import send
-
-    server, _reactor = make_server(tmp_path)
-    send(Client(server), "Fresh", queue_id=2)
+    server, _reactor = servers(tmp_path)
+    Client(server).send_message("Fresh", queue_id=2)
     server.stop()
     config = tmp_path / "store" / "config" / "topics.json"
     written = json.loads(config.read_text())
     del written["Fresh"]  # as if the process died before the writer thread got to it
     config.write_text(json.dumps(written))
-    again, _reactor = make_server(tmp_path)
-    try:
-        topic = again.topics.get("Fresh")
-        assert topic is not None and topic.read_queue_nums == 3
-        assert again.store.max_offset("Fresh", 2) == 1
-    finally:
-        again.stop()
+    again, _reactor = servers(tmp_path)
+    topic = again.topics.get("Fresh")
+    assert topic is not None and topic.read_queue_nums == 3
+    assert again.store.max_offset("Fresh", 2) == 1

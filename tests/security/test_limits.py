@@ -10,52 +10,45 @@ import pytest
 from click.testing import CliRunner
 from twisted.logger import globalLogPublisher
 
-from codec.codes import RequestCode as C
+from codec.codes import PullSysFlag, RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.headers import PullMessageResponseHeader
 from rmqproxy.cli import main
 from rmqproxy.core.config import load
 
 from ..server.harness import Client, make_server
-from ..server.test_broker import pull, send
 
-SUSPEND = 0x2
-
-
-def test_one_connection_cannot_take_every_held_pull(tmp_path) -> None:
-    server, reactor = make_server(tmp_path, max_held_pulls=100, max_held_pulls_per_connection=3)
-    try:
-        hog, other = Client(server, "hog@1"), Client(server, "other@1")
-        send(hog, "T")
-        held = [pull(hog, "T", 1, sys_flag=SUSPEND, suspend_timeout_millis=15000) for _ in range(3)]
-        refused = hog.answer(pull(hog, "T", 1, sys_flag=SUSPEND, suspend_timeout_millis=15000))
-        assert refused.code == R.SYSTEM_BUSY and "maxHeldPullsPerConnection" in refused.remark
-        assert all(hog.answer(o) is None for o in held) and server.holds.count == 3
-        # another consumer's long poll still waits its full suspend, then gets PULL_NOT_FOUND
-        opaque = pull(other, "T", 1, sys_flag=SUSPEND, suspend_timeout_millis=15000)
-        reactor.advance(14.999)
-        assert other.answer(opaque) is None
-        reactor.advance(0.001)
-        assert other.answer(opaque).code == R.PULL_NOT_FOUND
-    finally:
-        server.stop()
+SUSPEND = PullSysFlag.SUSPEND
 
 
-def test_the_hold_a_pull_asks_for_is_cut_to_the_cap(tmp_path) -> None:
-    server, reactor = make_server(tmp_path, max_pull_suspend_ms=30_000)
-    try:
-        client = Client(server)
-        send(client, "T")
-        opaque = pull(client, "T", 1, sys_flag=SUSPEND, suspend_timeout_millis=3_600_000)
-        reactor.advance(29.999)
-        assert client.answer(opaque) is None
-        reactor.advance(0.001)
-        answer = client.answer(opaque)
-        assert (answer.code, PullMessageResponseHeader.from_ext(answer.ext_fields).next_begin_offset) == (
-            R.PULL_NOT_FOUND, 1
-        )  # fmt: skip
-    finally:
-        server.stop()
+def test_one_connection_cannot_take_every_held_pull(servers, tmp_path) -> None:
+    server, reactor = servers(tmp_path, max_held_pulls=100, max_held_pulls_per_connection=3)
+    hog, other = Client(server, "hog@1"), Client(server, "other@1")
+    hog.send_message("T")
+    held = [hog.pull_message("T", 1, sys_flag=SUSPEND, suspend_timeout_millis=15000) for _ in range(3)]
+    refused = hog.answer(hog.pull_message("T", 1, sys_flag=SUSPEND, suspend_timeout_millis=15000))
+    assert refused.code == R.SYSTEM_BUSY and "maxHeldPullsPerConnection" in refused.remark
+    assert all(hog.answer(o) is None for o in held) and server.holds.count == 3
+    # another consumer's long poll still waits its full suspend, then gets PULL_NOT_FOUND
+    opaque = other.pull_message("T", 1, sys_flag=SUSPEND, suspend_timeout_millis=15000)
+    reactor.advance(14.999)
+    assert other.answer(opaque) is None
+    reactor.advance(0.001)
+    assert other.answer(opaque).code == R.PULL_NOT_FOUND
+
+
+def test_the_hold_a_pull_asks_for_is_cut_to_the_cap(servers, tmp_path) -> None:
+    server, reactor = servers(tmp_path, max_pull_suspend_ms=30_000)
+    client = Client(server)
+    client.send_message("T")
+    opaque = client.pull_message("T", 1, sys_flag=SUSPEND, suspend_timeout_millis=3_600_000)
+    reactor.advance(29.999)
+    assert client.answer(opaque) is None
+    reactor.advance(0.001)
+    answer = client.answer(opaque)
+    assert (answer.code, PullMessageResponseHeader.from_ext(answer.ext_fields).next_begin_offset) == (
+        R.PULL_NOT_FOUND, 1
+    )  # fmt: skip
 
 
 def test_the_listen_backlog_is_server_socket_backlog(tmp_path) -> None:
@@ -127,16 +120,13 @@ def test_rejected_requests_are_counted_and_logged_at_a_bounded_rate(tmp_path: Pa
 
 
 @pytest.mark.parametrize(("read", "write"), [(2_147_483_647, 4), (4, 1025), (0, 4), (-1, -1)])
-def test_update_topic_refuses_queue_counts_outside_the_bound(tmp_path: Path, read: int, write: int) -> None:
+def test_update_topic_refuses_queue_counts_outside_the_bound(servers, tmp_path: Path, read: int, write: int) -> None:
     """A topic of 2^31 queues made every loop over its queues (consume stats, topic stats) eat the
     machine's memory: the soak's fuzz found it."""
-    server, _reactor = make_server(tmp_path)
-    try:
-        answer = Client(server).call(
-            C.UPDATE_AND_CREATE_TOPIC, topic="Many", default_topic="TBW102", read_queue_nums=read,
-            write_queue_nums=write, perm=6, topic_filter_type="SINGLE_TAG", order=False,
-        )  # fmt: skip
-        assert answer.code == R.SYSTEM_ERROR and "maxTopicQueueNums" in answer.remark
-        assert server.topics.get("Many") is None
-    finally:
-        server.stop()
+    server, _reactor = servers(tmp_path)
+    answer = Client(server).call(
+        C.UPDATE_AND_CREATE_TOPIC, topic="Many", default_topic="TBW102", read_queue_nums=read,
+        write_queue_nums=write, perm=6, topic_filter_type="SINGLE_TAG", order=False,
+    )  # fmt: skip
+    assert answer.code == R.SYSTEM_ERROR and "maxTopicQueueNums" in answer.remark
+    assert server.topics.get("Many") is None

@@ -27,17 +27,15 @@ from codec.codes import ResponseCode as R
 from codec.message import Message
 from rmqproxy.broker.store import PutStatus
 
-from ..server.harness import Client, make_server
-from ..server.test_broker import pull, send
+from ..server.harness import Client
 
 UP = "../../../../x"  # from <store>/consumequeue/<topic>/ up to the folder holding the store
 
 
 @pytest.fixture
-def broker(tmp_path):
-    server, reactor = make_server(tmp_path)
-    yield server, reactor, tmp_path
-    server.stop()
+def broker(servers, tmp_path):
+    """(server, reactor, store path): the default server, and where its store lies."""
+    return (*servers(), tmp_path)
 
 
 def assert_nothing_outside_the_store(tmp_path, *bad_names: str) -> None:
@@ -82,7 +80,7 @@ def test_a_heartbeat_with_a_bad_group_registers_nothing_for_it(broker) -> None:
 def test_send_back_for_a_bad_group_is_subscription_group_not_exist(broker) -> None:
     server, _reactor, tmp_path = broker
     client = Client(server)
-    send(client, "T")
+    client.send_message("T")
     phys = server.store.message_at("T", 0, 0).physical_offset
     for group in (UP, "g" * 256, ""):
         answer = client.call(C.CONSUMER_SEND_MSG_BACK, offset=phys, group=group, delay_level=-1)
@@ -96,10 +94,10 @@ def test_send_back_for_a_bad_group_is_subscription_group_not_exist(broker) -> No
 def test_offsets_and_pulls_under_a_bad_group_are_refused(broker) -> None:
     server, _reactor, tmp_path = broker
     client = Client(server)
-    send(client, "T")
+    client.send_message("T")
     update = client.call(C.UPDATE_CONSUMER_OFFSET, consumer_group=UP, topic="T", queue_id=0, commit_offset=1)
     assert (update.code, update.remark) == (R.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {UP} not exist!")
-    answer = client.answer(pull(client, "T", 0, group=UP, sys_flag=0x1, commit_offset=1))
+    answer = client.answer(client.pull_message("T", 0, group=UP, sys_flag=0x1, commit_offset=1))
     assert answer.code == R.SUBSCRIPTION_GROUP_NOT_EXIST
     assert server.store.offsets.table() == {}
     assert_nothing_outside_the_store(tmp_path)
@@ -128,7 +126,7 @@ def test_update_topic_refuses_bad_names(broker, topic: str, remark: str) -> None
 @pytest.mark.parametrize(("topic", "remark"), [(UP, "illegal characters"), ("%DLQ%", "the specified group is blank")])
 def test_a_send_to_a_bad_topic_is_refused_before_any_file(broker, topic: str, remark: str) -> None:
     server, _reactor, tmp_path = broker
-    answer = send(Client(server), topic)  # auto-create from TBW102
+    answer = Client(server).send_message(topic)  # auto-create from TBW102
     assert answer.code == R.SYSTEM_ERROR and remark in answer.remark
     assert server.topics.get(topic) is None
     assert_nothing_outside_the_store(tmp_path, topic)
@@ -137,7 +135,7 @@ def test_a_send_to_a_bad_topic_is_refused_before_any_file(broker, topic: str, re
 def test_locks_take_only_real_queues_under_a_valid_group(broker) -> None:
     server, _reactor, _tmp_path = broker
     client = Client(server)
-    send(client, "T")
+    client.send_message("T")
     made_up = [MessageQueue(f"NoSuchTopic{i}", "rmqproxy-a", 0) for i in range(1000)]
     other_broker = [MessageQueue("T", "broker-b", 0)]
     out_of_range = [MessageQueue("T", "rmqproxy-a", 99)]

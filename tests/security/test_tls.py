@@ -110,13 +110,10 @@ def test_enforcing_closes_a_plain_client_and_serves_tls(tmp_path) -> None:
         server.stop()
 
 
-def test_disabled_serves_plain_tcp_as_it_is(tmp_path) -> None:
-    server, _ = make_server(tmp_path)
-    try:
-        plain = _Factory(server)
-        assert sniffing_factory(plain, TlsSettings(mode="disabled"), None) is plain
-    finally:
-        server.stop()
+def test_disabled_serves_plain_tcp_as_it_is(servers, tmp_path) -> None:
+    server, _ = servers(tmp_path)
+    plain = _Factory(server)
+    assert sniffing_factory(plain, TlsSettings(mode="disabled"), None) is plain
 
 
 def write_certificate(directory: Path, password: bytes | None = None) -> tuple[Path, Path]:

@@ -17,7 +17,7 @@ from twisted.internet.testing import StringTransport
 from codec.bodies import ConsumerData, HeartbeatData, ProducerData, build_subscription
 from codec.codes import RequestCode
 from codec.command import RemotingCommand
-from codec.headers import REQUEST_HEADERS
+from codec.headers import REQUEST_HEADERS, SendMessageRequestHeader
 from codec.peer import RemotingPeer
 from rmqproxy.core.config import Config
 from rmqproxy.broker.server import Server
@@ -125,6 +125,21 @@ class Client(Endpoint):
                 return command
         return None
 
+    def send_message(self, topic: str, body: bytes = b"x", queue_id: int = 0, tags: str | None = None,
+                     **extra: Any) -> RemotingCommand:  # fmt: skip
+        """A producer's SEND_MESSAGE_V2 of ``body`` to ``topic`` (WAIT=true, TAGS when given), answered."""
+        props = f"TAGS\x01{tags}\x02WAIT\x01true" if tags else "WAIT\x01true"
+        return self.call(RequestCode.SEND_MESSAGE_V2, send_header(topic, queue_id, props, **extra), body)
+
+    def pull_message(self, topic: str, offset: int, queue_id: int = 0, group: str = "cg", sys_flag: int = 0,
+                     **extra: Any) -> int:  # fmt: skip
+        """A PULL_MESSAGE of up to 32 messages (``sys_flag``: ``PullSysFlag`` bits, e.g. SUSPEND to be
+        held 15 s); returns its opaque, for ``answer``."""
+        fields = dict(consumer_group=group, topic=topic, queue_id=queue_id, queue_offset=offset, max_msg_nums=32,
+                      sys_flag=sys_flag, commit_offset=0, suspend_timeout_millis=15000, sub_version=0)  # fmt: skip
+        fields.update(extra)
+        return self.send(RequestCode.PULL_MESSAGE, **fields)
+
     def call(self, code: int, header: Any = None, body: bytes = b"", **fields) -> RemotingCommand:
         opaque = self.send(code, header, body, **fields)
         response = self.answer(opaque)
@@ -139,6 +154,14 @@ class Client(Endpoint):
                                           "CONSUME_FROM_FIRST_OFFSET", subs, False))  # fmt: skip
         data = HeartbeatData(self.client_id, [ProducerData("CLIENT_INNER_PRODUCER")], consumers)
         assert self.call(RequestCode.HEART_BEAT, body=data.to_json()).code == 0
+
+
+def send_header(topic: str, queue_id: int = 0, props: str = "", **extra: Any) -> SendMessageRequestHeader:
+    """A Java producer's SEND_MESSAGE_V2 header for ``topic`` (``props``: its properties string)."""
+    return SendMessageRequestHeader(
+        producer_group="pg", topic=topic, default_topic="TBW102", default_topic_queue_nums=4, queue_id=queue_id,
+        sys_flag=0, born_timestamp=1, flag=0, properties=props, **extra,
+    )  # fmt: skip
 
 
 def make_server(tmp_path: Path, *, started_after_s: float = 0.0, **overrides: Any) -> tuple[Server, FakeReactor]:

@@ -4,12 +4,11 @@ message, so a client retry stored it twice, and left the held pull in the table.
 
 from __future__ import annotations
 
-from codec.codes import ResponseCode as R
+from codec.codes import PullSysFlag, ResponseCode as R
 from codec.message import decode_messages
 from rmqproxy.broker.store import Arrival
 
 from .harness import Client, make_server
-from .test_broker import pull, send
 
 
 def _boom(*_args: object) -> None:
@@ -20,10 +19,10 @@ def test_a_listener_that_raises_leaves_the_send_answered_ok_and_the_message_read
     server, _reactor = make_server(tmp_path)
     server.store.add_arrival_listener(_boom)
     client = Client(server)
-    answer = send(client, "T", b"stored once")
+    answer = client.send_message("T", b"stored once")
     assert answer.code == R.SUCCESS, answer
     assert server.store.listener_failures == 1
-    got = client.answer(pull(client, "T", 0))
+    got = client.answer(client.pull_message("T", 0))
     assert got.code == R.SUCCESS and [m.body for m in decode_messages(got.body)] == [b"stored once"]
     server.stop()
     assert server.store._closed
@@ -32,13 +31,13 @@ def test_a_listener_that_raises_leaves_the_send_answered_ok_and_the_message_read
 def test_a_held_pull_that_fails_on_wake_is_dropped_and_the_send_still_succeeds(tmp_path, monkeypatch) -> None:
     server, _reactor = make_server(tmp_path)
     consumer, producer = Client(server, "c@1"), Client(server, "p@1")
-    opaque = pull(consumer, "T", 0, sys_flag=2)  # T does not exist yet: create it, then hold
+    opaque = consumer.pull_message("T", 0, sys_flag=PullSysFlag.SUSPEND)  # T does not exist yet: create it, then hold
     assert consumer.answer(opaque).code != R.SUCCESS
-    send(producer, "T", b"first")
-    held = pull(consumer, "T", 1, sys_flag=2)
+    producer.send_message("T", b"first")
+    held = consumer.pull_message("T", 1, sys_flag=PullSysFlag.SUSPEND)
     assert consumer.answer(held) is None and server.holds.count == 1
     monkeypatch.setattr(server.pulls, "_answer", _boom)
-    assert send(producer, "T", b"wakes it").code == R.SUCCESS
+    assert producer.send_message("T", b"wakes it").code == R.SUCCESS
     assert server.holds.failures == 1 and server.holds.count == 0 and not server.holds.held()
     server.stop()
     assert server.store._closed
@@ -47,18 +46,17 @@ def test_a_held_pull_that_fails_on_wake_is_dropped_and_the_send_still_succeeds(t
 def test_stop_closes_the_store_even_when_answering_held_pulls_fails(tmp_path, monkeypatch) -> None:
     server, _reactor = make_server(tmp_path)
     consumer, producer = Client(server, "c@1"), Client(server, "p@1")
-    send(producer, "T", b"first")
+    producer.send_message("T", b"first")
     for queue_offset in (1, 1, 1):
-        assert consumer.answer(pull(consumer, "T", queue_offset, sys_flag=2)) is None
+        assert consumer.answer(consumer.pull_message("T", queue_offset, sys_flag=PullSysFlag.SUSPEND)) is None
     monkeypatch.setattr(server.pulls, "_answer", _boom)
     server.stop()
     assert server.holds.failures == 3 and server.store._closed
 
 
-def test_arrival_listeners_receive_the_arrival_value(tmp_path) -> None:
-    server, _reactor = make_server(tmp_path)
+def test_arrival_listeners_receive_the_arrival_value(servers, tmp_path) -> None:
+    server, _reactor = servers(tmp_path)
     seen: list[Arrival] = []
     server.store.add_arrival_listener(seen.append)
-    send(Client(server), "T", b"x", queue_id=1, tags="TagA")
+    Client(server).send_message("T", b"x", queue_id=1, tags="TagA")
     assert [(a.topic, a.queue_id, a.queue_offset) for a in seen] == [("T", 1, 0)]
-    server.stop()

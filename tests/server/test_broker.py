@@ -11,50 +11,26 @@ from codec.bodies import (
     GetConsumerListByGroupResponseBody,
     TopicRouteData,
 )
-from codec.codes import FLAG_ONEWAY
+from codec.codes import FLAG_ONEWAY, PullSysFlag
 from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
-from codec.headers import PullMessageResponseHeader, SendMessageRequestHeader, SendMessageResponseHeader
+from codec.headers import PullMessageResponseHeader, SendMessageResponseHeader
 from codec.message import BatchItem, decode_messages, encode_batch
 
-from .harness import Client, make_server
+from .harness import Client, send_header
 
 
 @pytest.fixture
-def broker(tmp_path):
-    server, reactor = make_server(tmp_path, message_delay_level="1s 2s 3s")
-    yield server, reactor
-    server.stop()
-
-
-def send_header(topic: str, queue_id: int = 0, props: str = "", **extra) -> SendMessageRequestHeader:
-    return SendMessageRequestHeader(
-        producer_group="pg", topic=topic, default_topic="TBW102", default_topic_queue_nums=4, queue_id=queue_id,
-        sys_flag=0, born_timestamp=1, flag=0, properties=props, **extra,
-    )  # fmt: skip
-
-
-def send(client: Client, topic: str, body: bytes = b"x", queue_id: int = 0, tags: str | None = None, **extra):
-    props = f"TAGS\x01{tags}\x02WAIT\x01true" if tags else "WAIT\x01true"
-    return client.call(C.SEND_MESSAGE_V2, send_header(topic, queue_id, props, **extra), body)
-
-
-def pull(client: Client, topic: str, offset: int, queue_id: int = 0, group: str = "cg", sys_flag: int = 0, **extra):
-    fields = dict(consumer_group=group, topic=topic, queue_id=queue_id, queue_offset=offset, max_msg_nums=32,
-                  sys_flag=sys_flag, commit_offset=0, suspend_timeout_millis=15000, sub_version=0)  # fmt: skip
-    fields.update(extra)
-    return client.send(C.PULL_MESSAGE, **fields)
+def broker(servers):
+    return servers(message_delay_level="1s 2s 3s")
 
 
 @pytest.mark.parametrize(("metrics_host", "expected"), [("", "10.1.2.3"), ("0.0.0.0", "0.0.0.0")])
-def test_metrics_listen_on_the_bind_address_unless_metrics_prom_exporter_host_is_set(
+def test_metrics_listen_on_the_bind_address_unless_metrics_prom_exporter_host_is_set(servers, 
     tmp_path, metrics_host: str, expected: str
 ) -> None:
-    server, reactor = make_server(tmp_path, bind_address="10.1.2.3", metrics_port=5557, metrics_host=metrics_host)
-    try:
-        assert reactor.listening == [("10.1.2.3", 9876), ("10.1.2.3", 9874), (expected, 5557)]  # 9874: the fast port
-    finally:
-        server.stop()
+    server, reactor = servers(tmp_path, bind_address="10.1.2.3", metrics_port=5557, metrics_host=metrics_host)
+    assert reactor.listening == [("10.1.2.3", 9876), ("10.1.2.3", 9874), (expected, 5557)]  # 9874: the fast port
 
 
 def test_unknown_topic_route_is_topic_not_exist(broker) -> None:
@@ -79,7 +55,7 @@ def test_tbw102_routes_inheritable_for_auto_create_in_both_key_forms(broker) -> 
 
 def test_first_send_auto_creates_the_topic_as_java_producers_expect(broker) -> None:
     client = Client(broker[0])
-    answer = send(client, "NewTopic", b"hello", queue_id=3, tags="TagA")
+    answer = client.send_message("NewTopic", b"hello", queue_id=3, tags="TagA")
     assert answer.code == R.SUCCESS and answer.ext_fields["MSG_REGION"] == "DefaultRegion"
     header = SendMessageResponseHeader.from_ext(answer.ext_fields)
     assert (header.queue_id, header.queue_offset, len(header.msg_id)) == (3, 0, 32)
@@ -91,18 +67,15 @@ def test_first_send_auto_creates_the_topic_as_java_producers_expect(broker) -> N
     assert stored.offset_msg_id == header.msg_id and stored.born_host.host == "10.0.0.5"
 
 
-def test_send_checks_topic_queue_and_auto_create(tmp_path) -> None:
-    server, _ = make_server(tmp_path, auto_create_topic=False)
-    try:
-        client = Client(server)
-        answer = send(client, "Missing")
-        assert answer.code == R.TOPIC_NOT_EXIST and answer.remark == "topic[Missing] not exist, apply first please!"
-        assert send(client, "bad topic!").code == R.SYSTEM_ERROR
-        server.topics.ensure("Small", queues=2)
-        assert send(client, "Small", queue_id=2).code == R.SYSTEM_ERROR
-        assert send(client, "Small", queue_id=-1).code == R.SUCCESS  # the broker picks a queue
-    finally:
-        server.stop()
+def test_send_checks_topic_queue_and_auto_create(servers, tmp_path) -> None:
+    server, _ = servers(tmp_path, auto_create_topic=False)
+    client = Client(server)
+    answer = client.send_message("Missing")
+    assert answer.code == R.TOPIC_NOT_EXIST and answer.remark == "topic[Missing] not exist, apply first please!"
+    assert client.send_message("bad topic!").code == R.SYSTEM_ERROR
+    server.topics.ensure("Small", queues=2)
+    assert client.send_message("Small", queue_id=2).code == R.SYSTEM_ERROR
+    assert client.send_message("Small", queue_id=-1).code == R.SUCCESS  # the broker picks a queue
 
 
 def test_batch_items_get_consecutive_offsets_and_keep_their_own_properties(broker) -> None:
@@ -119,14 +92,14 @@ def test_batch_items_get_consecutive_offsets_and_keep_their_own_properties(broke
 
 def test_pull_without_a_registered_subscription_is_served_unfiltered(broker) -> None:
     client = Client(broker[0])
-    send(client, "T", b"a", tags="TagA")
-    send(client, "T", b"b", tags="TagB")
-    answer = client.answer(pull(client, "T", 0))  # no heartbeat yet (e.g. right after a restart)
+    client.send_message("T", b"a", tags="TagA")
+    client.send_message("T", b"b", tags="TagB")
+    answer = client.answer(client.pull_message("T", 0))  # no heartbeat yet (e.g. right after a restart)
     assert answer.code == R.SUCCESS and len(decode_messages(answer.body)) == 2
     client.heartbeat("cg", {"T": "TagA"})
-    newer = client.answer(pull(client, "T", 0, sub_version=2))  # the client's subscription is newer
+    newer = client.answer(client.pull_message("T", 0, sub_version=2))  # the client's subscription is newer
     assert len(decode_messages(newer.body)) == 2  # unfiltered: the client filters by tag itself
-    answer = client.answer(pull(client, "T", 0, sys_flag=0x4, subscription="TagB"))
+    answer = client.answer(client.pull_message("T", 0, sys_flag=0x4, subscription="TagB"))
     assert [m.body for m in decode_messages(answer.body)] == [b"b"]
 
 
@@ -134,32 +107,32 @@ def test_pull_statuses_map_to_codes_with_all_four_offsets(broker) -> None:
     client = Client(broker[0])
     client.heartbeat("cg", {"T": "*"})
     for i in range(3):
-        send(client, "T", f"m{i}".encode())
-    found = client.answer(pull(client, "T", 1))
+        client.send_message("T", f"m{i}".encode())
+    found = client.answer(client.pull_message("T", 1))
     header = PullMessageResponseHeader.from_ext(found.ext_fields)
     assert (found.code, found.remark, header.next_begin_offset, header.min_offset, header.max_offset) == (
         R.SUCCESS, "FOUND", 3, 0, 3
     )  # fmt: skip
     assert [m.body for m in decode_messages(found.body)] == [b"m1", b"m2"]
-    at_end = client.answer(pull(client, "T", 3))  # no SUSPEND flag: answered at once
+    at_end = client.answer(client.pull_message("T", 3))  # no SUSPEND flag: answered at once
     assert (at_end.code, at_end.remark, at_end.body) == (R.PULL_NOT_FOUND, "OFFSET_OVERFLOW_ONE", b"")
-    badly = client.answer(pull(client, "T", 9))
+    badly = client.answer(client.pull_message("T", 9))
     assert (badly.code, PullMessageResponseHeader.from_ext(badly.ext_fields).next_begin_offset) == (
         R.PULL_OFFSET_MOVED, 3
     )  # fmt: skip
-    empty_queue = client.answer(pull(client, "T", 0, queue_id=2))  # auto-created with 4 queues
+    empty_queue = client.answer(client.pull_message("T", 0, queue_id=2))  # auto-created with 4 queues
     assert empty_queue.code == R.PULL_NOT_FOUND
-    moved = client.answer(pull(client, "T", 4, queue_id=2))
+    moved = client.answer(client.pull_message("T", 4, queue_id=2))
     assert moved.code == R.PULL_OFFSET_MOVED
-    assert client.answer(pull(client, "T", 0, queue_id=99)).code == R.SYSTEM_ERROR
+    assert client.answer(client.pull_message("T", 0, queue_id=99)).code == R.SYSTEM_ERROR
 
 
 def test_tag_subscription_filters_by_hash(broker) -> None:
     client = Client(broker[0])
     client.heartbeat("cg", {"T": "TagA || TagB"})
     for tag in ("TagA", "TagC", "TagB", None):
-        send(client, "T", (tag or "none").encode(), tags=tag)
-    answer = client.answer(pull(client, "T", 0))
+        client.send_message("T", (tag or "none").encode(), tags=tag)
+    answer = client.answer(client.pull_message("T", 0))
     assert [m.body for m in decode_messages(answer.body)] == [b"TagA", b"TagB"]
 
 
@@ -167,12 +140,12 @@ def test_held_pull_wakes_at_once_on_a_matching_arrival(broker) -> None:
     server, reactor = broker
     consumer, producer = Client(server, "c@1"), Client(server, "p@1")
     consumer.heartbeat("cg", {"T": "TagA"})
-    send(producer, "T", b"first", tags="TagA")
-    opaque = pull(consumer, "T", 1, sys_flag=0x2)
+    producer.send_message("T", b"first", tags="TagA")
+    opaque = consumer.pull_message("T", 1, sys_flag=PullSysFlag.SUSPEND)
     assert consumer.answer(opaque) is None and server.holds.count == 1
-    send(producer, "T", b"other", tags="TagB")  # does not match: keeps holding
+    producer.send_message("T", b"other", tags="TagB")  # does not match: keeps holding
     assert consumer.answer(opaque) is None
-    send(producer, "T", b"wanted", tags="TagA")
+    producer.send_message("T", b"wanted", tags="TagA")
     answer = consumer.answer(opaque)
     assert answer.code == R.SUCCESS and [m.body for m in decode_messages(answer.body)] == [b"wanted"]
     assert PullMessageResponseHeader.from_ext(answer.ext_fields).next_begin_offset == 3
@@ -183,8 +156,8 @@ def test_held_pull_times_out_exactly_at_its_deadline(broker) -> None:
     server, reactor = broker
     client = Client(server)
     client.heartbeat("cg", {"T": "*"})
-    send(client, "T")
-    opaque = pull(client, "T", 1, sys_flag=0x2, suspend_timeout_millis=15000)
+    client.send_message("T")
+    opaque = client.pull_message("T", 1, sys_flag=PullSysFlag.SUSPEND, suspend_timeout_millis=15000)
     reactor.advance(14.999)
     assert client.answer(opaque) is None
     reactor.advance(0.001)
@@ -199,8 +172,8 @@ def test_closing_a_connection_drops_its_held_pulls(broker) -> None:
     server, reactor = broker
     client = Client(server)
     client.heartbeat("cg", {"T": "*"})
-    send(client, "T")
-    pull(client, "T", 1, sys_flag=0x2)
+    client.send_message("T")
+    client.pull_message("T", 1, sys_flag=PullSysFlag.SUSPEND)
     assert server.holds.count == 1
     client.conn.connectionLost(None)
     assert server.holds.count == 0
@@ -210,13 +183,13 @@ def test_commit_offset_flag_and_offset_queries(broker) -> None:
     client = Client(broker[0])
     client.heartbeat("cg", {"T": "*"})
     for _ in range(5):
-        send(client, "T")
+        client.send_message("T")
     query = client.call(C.QUERY_CONSUMER_OFFSET, consumer_group="cg", topic="T", queue_id=0)
     assert (query.code, query.ext_fields["offset"]) == (R.SUCCESS, "0")  # new group, queue starts at 0
     strict = client.call(C.QUERY_CONSUMER_OFFSET, consumer_group="cg", topic="T", queue_id=0,
                          set_zero_if_not_found=False)  # fmt: skip
     assert strict.code == R.QUERY_NOT_FOUND
-    client.answer(pull(client, "T", 3, sys_flag=0x1, commit_offset=2))
+    client.answer(client.pull_message("T", 3, sys_flag=0x1, commit_offset=2))
     assert client.call(C.QUERY_CONSUMER_OFFSET, consumer_group="cg", topic="T", queue_id=0).ext_fields["offset"] == "2"
     client.send(C.UPDATE_CONSUMER_OFFSET, flag=FLAG_ONEWAY, consumer_group="cg", topic="T", queue_id=0, commit_offset=4)
     assert client.read() == []  # oneway: no answer
@@ -248,7 +221,7 @@ def test_membership_changes_notify_the_group_and_lists_are_sorted(broker) -> Non
 def test_send_back_retries_through_a_delay_level_then_dead_letters(broker) -> None:
     server, reactor = broker
     client = Client(server)
-    stored = SendMessageResponseHeader.from_ext(send(client, "T", b"payload", tags="TagA").ext_fields)
+    stored = SendMessageResponseHeader.from_ext(client.send_message("T", b"payload", tags="TagA").ext_fields)
     phys = server.store.message_at("T", 0, stored.queue_offset).physical_offset
     back = client.call(C.CONSUMER_SEND_MSG_BACK, offset=phys, group="cg", delay_level=1, max_reconsume_times=1)
     assert back.code == R.SUCCESS and server.store.max_offset("%RETRY%cg", 0) == 0  # parked for 1 s
@@ -270,7 +243,7 @@ def test_send_back_retries_through_a_delay_level_then_dead_letters(broker) -> No
 def test_client_resend_to_retry_topic_goes_to_dlq_past_max(broker) -> None:
     client = Client(broker[0])
     broker[0].topics.ensure("%RETRY%cg")
-    answer = send(client, "%RETRY%cg", b"r", reconsume_times=3, max_reconsume_times=3)
+    answer = client.send_message("%RETRY%cg", b"r", reconsume_times=3, max_reconsume_times=3)
     assert answer.code == R.SUCCESS and broker[0].store.max_offset("%DLQ%cg", 0) == 1
 
 

@@ -16,14 +16,7 @@ from codec.codes import ResponseCode as R
 from codec.headers import SendMessageRequestHeader
 from rmqproxy.broker.brokerstats import java_double, next_midnight
 
-from .harness import Client, make_server
-
-
-@pytest.fixture
-def broker(tmp_path):
-    server, reactor = make_server(tmp_path)
-    yield server, reactor
-    server.stop()
+from .harness import Client
 
 
 def send_header(topic: str, queue_id: int = 0, properties: str = "WAIT\x01true") -> SendMessageRequestHeader:
@@ -134,20 +127,17 @@ def test_send_back_counts_under_the_original_topic_and_group(broker) -> None:
     assert view(client, "SNDBCK_PUT_NUMS", "T@cg").stats_minute.sum == 2
 
 
-def test_keys_past_max_stats_keys_count_only_in_the_broker_totals(tmp_path) -> None:
-    server, reactor = make_server(tmp_path, max_stats_keys=2)
-    try:
-        client = Client(server)
-        for topic in ("A", "B", "C"):
-            send(client, topic)
-        reactor.advance(10)
-        assert view(client, "TOPIC_PUT_NUMS", "B").stats_minute.sum == 1
-        refused = client.call(C.VIEW_BROKER_STATS_DATA, stats_name="TOPIC_PUT_NUMS", stats_key="C")
-        assert refused.code == R.SYSTEM_ERROR
-        assert view(client, "BROKER_PUT_NUMS", server.config.cluster_name).stats_minute.sum == 3
-        assert server.broker_stats.keys == 2
-    finally:
-        server.stop()
+def test_keys_past_max_stats_keys_count_only_in_the_broker_totals(servers, tmp_path) -> None:
+    server, reactor = servers(tmp_path, max_stats_keys=2)
+    client = Client(server)
+    for topic in ("A", "B", "C"):
+        send(client, topic)
+    reactor.advance(10)
+    assert view(client, "TOPIC_PUT_NUMS", "B").stats_minute.sum == 1
+    refused = client.call(C.VIEW_BROKER_STATS_DATA, stats_name="TOPIC_PUT_NUMS", stats_key="C")
+    assert refused.code == R.SYSTEM_ERROR
+    assert view(client, "BROKER_PUT_NUMS", server.config.cluster_name).stats_minute.sum == 3
+    assert server.broker_stats.keys == 2
 
 
 def test_deleting_a_topic_drops_its_items(broker) -> None:
@@ -288,32 +278,29 @@ def test_runtime_tps_move_with_puts_and_pulls_found_and_missed(broker) -> None:
     assert table["getTotalTps"] == "0.0 0.0 0.004999999999999999"  # 1/600 + 2/600 as Java adds them
 
 
-def test_runtime_put_times_describe_the_last_minute(tmp_path) -> None:
-    server, reactor = make_server(tmp_path, flush_disk_type="SYNC_FLUSH")
-    try:
-        client = Client(server)
-        table = runtime(client)
-        assert (table["putMessageDistributeTime"], table["putLatency99"], table["putLatency999"],
-                table["putMessageEntireTimeMax"]) == ("null", "0.00", "0.00", "0")  # the reference before a minute
-        for wait_s in (0.0, 0.0255, 0.0255):  # a SYNC_FLUSH put ends when its fsync is back on the reactor
-            opaque = client.send(C.SEND_MESSAGE_V2, send_header("T"), b"x")
-            reactor.advance(wait_s)
-            while client.answer(opaque) is None:
-                assert reactor.run_thread_calls(timeout=5) > 0
-        assert runtime(client)["putMessageEntireTimeMax"] == "25"
-        assert runtime(client)["putMessageDistributeTime"] == "null"  # the minute is not over
-        tick(reactor, 60)
-        table = runtime(client)
-        assert DISTRIBUTION.fullmatch(table["putMessageDistributeTime"])
-        assert table["putMessageDistributeTime"].startswith("[<=0ms]:1 [0~10ms]:0 [10~50ms]:2 [50~100ms]:0 ")
-        # p99 of 3 puts is their index 2: the first of the 2 in bucket (24, 26], interpolated as the reference does
-        assert (table["putLatency99"], table["putLatency999"]) == ("25.00", "25.00")
-        tick(reactor, 60)  # a minute without puts
-        table = runtime(client)
-        assert table["putMessageDistributeTime"].startswith("[<=0ms]:0 [0~10ms]:0 [10~50ms]:0 ")
-        assert (table["putLatency99"], table["putMessageEntireTimeMax"]) == ("0.00", "25")  # the longest stays
-    finally:
-        server.stop()
+def test_runtime_put_times_describe_the_last_minute(servers, tmp_path) -> None:
+    server, reactor = servers(tmp_path, flush_disk_type="SYNC_FLUSH")
+    client = Client(server)
+    table = runtime(client)
+    assert (table["putMessageDistributeTime"], table["putLatency99"], table["putLatency999"],
+            table["putMessageEntireTimeMax"]) == ("null", "0.00", "0.00", "0")  # the reference before a minute
+    for wait_s in (0.0, 0.0255, 0.0255):  # a SYNC_FLUSH put ends when its fsync is back on the reactor
+        opaque = client.send(C.SEND_MESSAGE_V2, send_header("T"), b"x")
+        reactor.advance(wait_s)
+        while client.answer(opaque) is None:
+            assert reactor.run_thread_calls(timeout=5) > 0
+    assert runtime(client)["putMessageEntireTimeMax"] == "25"
+    assert runtime(client)["putMessageDistributeTime"] == "null"  # the minute is not over
+    tick(reactor, 60)
+    table = runtime(client)
+    assert DISTRIBUTION.fullmatch(table["putMessageDistributeTime"])
+    assert table["putMessageDistributeTime"].startswith("[<=0ms]:1 [0~10ms]:0 [10~50ms]:2 [50~100ms]:0 ")
+    # p99 of 3 puts is their index 2: the first of the 2 in bucket (24, 26], interpolated as the reference does
+    assert (table["putLatency99"], table["putLatency999"]) == ("25.00", "25.00")
+    tick(reactor, 60)  # a minute without puts
+    table = runtime(client)
+    assert table["putMessageDistributeTime"].startswith("[<=0ms]:0 [0~10ms]:0 [10~50ms]:0 ")
+    assert (table["putLatency99"], table["putMessageEntireTimeMax"]) == ("0.00", "25")  # the longest stays
 
 
 def test_morning_totals_are_taken_at_each_local_midnight(broker) -> None:
@@ -344,12 +331,9 @@ def test_rates_are_written_as_java_writes_a_double(value: float, text: str) -> N
     assert java_double(value) == text
 
 
-def test_statistics_are_kept_with_metrics_disabled(tmp_path) -> None:
-    server, reactor = make_server(tmp_path, metrics_exporter="DISABLE")
-    try:
-        client = Client(server)
-        send(client, "T", count=2)
-        reactor.advance(10)
-        assert view(client, "TOPIC_PUT_NUMS", "T").stats_minute.sum == 2
-    finally:
-        server.stop()
+def test_statistics_are_kept_with_metrics_disabled(servers, tmp_path) -> None:
+    server, reactor = servers(tmp_path, metrics_exporter="DISABLE")
+    client = Client(server)
+    send(client, "T", count=2)
+    reactor.advance(10)
+    assert view(client, "TOPIC_PUT_NUMS", "T").stats_minute.sum == 2

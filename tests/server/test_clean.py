@@ -30,10 +30,8 @@ def clean(client: Client, code: int) -> None:
 
 
 @pytest.fixture
-def broker(tmp_path):
-    server, reactor = make_server(tmp_path, **SMALL_LOG)
-    yield server, reactor
-    server.stop()
+def broker(servers):
+    return servers(**SMALL_LOG)
 
 
 def test_clean_unused_topic_removes_deleted_topics_queues_and_offsets_only(broker, tmp_path) -> None:
@@ -58,7 +56,7 @@ def test_clean_unused_topic_removes_deleted_topics_queues_and_offsets_only(broke
     assert server.store.max_offset("Live", 1) == 1
 
 
-def test_a_topic_left_with_queues_comes_back_at_restart_unless_cleaned_and_a_deleted_one_does_not(tmp_path) -> None:
+def test_a_topic_left_with_queues_comes_back_at_restart_unless_cleaned_and_a_deleted_one_does_not(servers, tmp_path) -> None:
     server, _ = make_server(tmp_path)
     client = Client(server)
     for topic in ("Old", "Cleaned", "Deleted"):
@@ -69,12 +67,9 @@ def test_a_topic_left_with_queues_comes_back_at_restart_unless_cleaned_and_a_del
     assert client.call(C.DELETE_TOPIC_IN_BROKER, topic="Deleted").code == R.SUCCESS  # destroys its queues itself
     assert ("Deleted", 0) not in server.store.queues()
     server.stop()
-    server, _ = make_server(tmp_path)
-    try:
-        assert server.topics.get("Old") is not None  # recovered from its queues, as at every start
-        assert server.topics.get("Cleaned") is None and server.topics.get("Deleted") is None
-    finally:
-        server.stop()
+    server, _ = servers(tmp_path)
+    assert server.topics.get("Old") is not None  # recovered from its queues, as at every start
+    assert server.topics.get("Cleaned") is None and server.topics.get("Deleted") is None
 
 
 def test_delete_expired_commit_log_deletes_expired_segments_now(broker) -> None:

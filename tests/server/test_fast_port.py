@@ -18,48 +18,35 @@ from rmqproxy.broker.server import Server
 
 from tests.interop.server import free_port
 
-from .harness import Client, FakeReactor, make_server
-from .test_broker import send
+from .harness import Client, FakeReactor
 
 
-def test_serve_listens_on_its_port_minus_2_with_the_main_port_s_factory(tmp_path: Path) -> None:
-    server, reactor = make_server(tmp_path)
-    try:
-        assert [port for _, port in reactor.listening] == [9876, 9874]
-        # one factory: the same dispatcher (ACL), TLS sniffing, connection set and reply-buffer bounds
-        assert reactor.factories[9874] is reactor.factories[9876]
-    finally:
-        server.stop()
+def test_serve_listens_on_its_port_minus_2_with_the_main_port_s_factory(servers, tmp_path: Path) -> None:
+    server, reactor = servers(tmp_path)
+    assert [port for _, port in reactor.listening] == [9876, 9874]
+    # one factory: the same dispatcher (ACL), TLS sniffing, connection set and reply-buffer bounds
+    assert reactor.factories[9874] is reactor.factories[9876]
 
 
-def test_a_fast_port_client_is_served_and_counted_with_the_others_while_routes_name_the_main_port(tmp_path) -> None:
-    server, reactor = make_server(tmp_path, tls_mode="disabled")
-    try:
-        fast = Client(server, factory=reactor.factories[9874])
-        main = Client(server, factory=reactor.factories[9876])
-        assert send(fast, "T").code == R.SUCCESS
-        assert {fast.conn, main.conn} <= server.connections
-        assert fast.conn.buffers is main.conn.buffers is server.reply_buffers
-        route = TopicRouteData.from_json(fast.call(C.GET_ROUTEINFO_BY_TOPIC, topic="T").body)
-        assert route.broker_datas[0].broker_addrs == {0: "127.0.0.1:9876"}
-    finally:
-        server.stop()
+def test_a_fast_port_client_is_served_and_counted_with_the_others_while_routes_name_the_main_port(servers, tmp_path) -> None:
+    server, reactor = servers(tmp_path, tls_mode="disabled")
+    fast = Client(server, factory=reactor.factories[9874])
+    main = Client(server, factory=reactor.factories[9876])
+    assert fast.send_message("T").code == R.SUCCESS
+    assert {fast.conn, main.conn} <= server.connections
+    assert fast.conn.buffers is main.conn.buffers is server.reply_buffers
+    route = TopicRouteData.from_json(fast.call(C.GET_ROUTEINFO_BY_TOPIC, topic="T").body)
+    assert route.broker_datas[0].broker_addrs == {0: "127.0.0.1:9876"}
 
 
-def test_with_a_broker_port_the_fast_port_is_that_port_minus_2(tmp_path: Path) -> None:
-    server, reactor = make_server(tmp_path, broker_listen_port=10911)
-    try:
-        assert [port for _, port in reactor.listening] == [9876, 10911, 10909]
-    finally:
-        server.stop()
+def test_with_a_broker_port_the_fast_port_is_that_port_minus_2(servers, tmp_path: Path) -> None:
+    server, reactor = servers(tmp_path, broker_listen_port=10911)
+    assert [port for _, port in reactor.listening] == [9876, 10911, 10909]
 
 
-def test_fast_port_enable_false_serves_no_fast_port(tmp_path: Path) -> None:
-    server, reactor = make_server(tmp_path, fast_port_enable=False)
-    try:
-        assert [port for _, port in reactor.listening] == [9876]
-    finally:
-        server.stop()
+def test_fast_port_enable_false_serves_no_fast_port(servers, tmp_path: Path) -> None:
+    server, reactor = servers(tmp_path, fast_port_enable=False)
+    assert [port for _, port in reactor.listening] == [9876]
 
 
 def test_a_broker_port_whose_fast_port_is_the_listen_port_is_refused() -> None:

@@ -11,10 +11,9 @@ import collections
 import gc
 
 from codec.bodies import LockBatchRequestBody, MessageQueue
-from codec.codes import RequestCode as C
+from codec.codes import PullSysFlag, RequestCode as C
 
 from .harness import Client, make_server
-from .test_broker import pull, send
 
 
 def test_sends_pulls_holds_heartbeats_offsets_routes_and_locks_free_everything(tmp_path) -> None:
@@ -24,10 +23,10 @@ def test_sends_pulls_holds_heartbeats_offsets_routes_and_locks_free_everything(t
     mq = [MessageQueue("T", server.config.broker_name, 0)]
 
     def one_round(i: int) -> None:
-        send(client, "T")
-        client.answer(pull(client, "T", i))
-        pull(client, "T", i + 1, sys_flag=0x2)  # held, woken by the next send
-        pull(client, "T", 0, queue_id=1, sys_flag=0x2)  # held until it times out
+        client.send_message("T")
+        client.answer(client.pull_message("T", i))
+        client.pull_message("T", i + 1, sys_flag=PullSysFlag.SUSPEND)  # held, woken by the next send
+        client.pull_message("T", 0, queue_id=1, sys_flag=PullSysFlag.SUSPEND)  # held until it times out
         client.heartbeat("cg", {"T": "*"})
         client.call(C.UPDATE_CONSUMER_OFFSET, consumer_group="cg", topic="T", queue_id=0, commit_offset=i)
         client.call(C.GET_ROUTEINFO_BY_TOPIC, topic="T")

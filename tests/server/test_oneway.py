@@ -16,8 +16,8 @@ from codec.codes import ResponseCode as R
 from codec.command import RemotingCommand
 from rmqproxy.net.transport import Connection
 
-from .harness import Client, make_server
-from .test_broker import send_header
+from .harness import Client
+from .harness import send_header
 from .test_transactions import COMMIT, end, prepare, producer
 
 
@@ -35,44 +35,35 @@ def rejected(server) -> dict[str, float]:
             if family.name == "rmqproxy_rejected_requests" for s in family.samples if s.name.endswith("_total")}  # fmt: skip
 
 
-def test_a_refused_oneway_send_is_counted_and_logged_once_and_nothing_is_written_back(tmp_path, logged) -> None:
-    server, _reactor = make_server(tmp_path, timer_max_delay_sec=60)
-    try:
-        client = Client(server)
-        client.send(C.SEND_MESSAGE_V2, send_header("Timed", 1, "TIMER_DELAY_SEC\x0161"), b"later", flag=FLAG_ONEWAY)
-        assert client.read() == []
-        assert rejected(server) == {"oneway_refused": 1}
-        [line] = [e for e in logged if e.get("reason") == "oneway_refused"]
-        assert (line["code"], line["answer"], line["conn"]) == ("SEND_MESSAGE_V2", "MESSAGE_ILLEGAL", client.conn)
-        assert line["remark"].startswith("timer message illegal, the delay time should not be bigger than the max delay")
-    finally:
-        server.stop()
+def test_a_refused_oneway_send_is_counted_and_logged_once_and_nothing_is_written_back(servers, tmp_path, logged) -> None:
+    server, _reactor = servers(tmp_path, timer_max_delay_sec=60)
+    client = Client(server)
+    client.send(C.SEND_MESSAGE_V2, send_header("Timed", 1, "TIMER_DELAY_SEC\x0161"), b"later", flag=FLAG_ONEWAY)
+    assert client.read() == []
+    assert rejected(server) == {"oneway_refused": 1}
+    [line] = [e for e in logged if e.get("reason") == "oneway_refused"]
+    assert (line["code"], line["answer"], line["conn"]) == ("SEND_MESSAGE_V2", "MESSAGE_ILLEGAL", client.conn)
+    assert line["remark"].startswith("timer message illegal, the delay time should not be bigger than the max delay")
 
 
-def test_a_oneway_send_that_is_stored_is_not_counted(tmp_path) -> None:
-    server, _reactor = make_server(tmp_path)
-    try:
-        client = Client(server)
-        client.send(C.SEND_MESSAGE_V2, send_header("Plain", 1, ""), b"now", flag=FLAG_ONEWAY)
-        assert client.read() == []
-        assert server.store.max_offset("Plain", 1) == 1
-        assert rejected(server) == {}
-    finally:
-        server.stop()
+def test_a_oneway_send_that_is_stored_is_not_counted(servers, tmp_path) -> None:
+    server, _reactor = servers(tmp_path)
+    client = Client(server)
+    client.send(C.SEND_MESSAGE_V2, send_header("Plain", 1, ""), b"now", flag=FLAG_ONEWAY)
+    assert client.read() == []
+    assert server.store.max_offset("Plain", 1) == 1
+    assert rejected(server) == {}
 
 
-def test_a_oneway_refusal_already_counted_under_its_own_reason_is_not_counted_again(tmp_path) -> None:
-    server, _reactor = make_server(tmp_path)
-    try:
-        client = producer(server)
-        half = prepare(client, "Orders", "k1")
-        end(client, {**half, "queue_offset": 7}, COMMIT)  # one-way, as Java sends it
-        client.send(9999, flag=FLAG_ONEWAY)
-        client.send(C.PULL_MESSAGE, ext={}, flag=FLAG_ONEWAY)  # no header fields
-        assert client.read() == []
-        assert rejected(server) == {"transaction_not_applied": 1, "unsupported_code": 1, "bad_request": 1}
-    finally:
-        server.stop()
+def test_a_oneway_refusal_already_counted_under_its_own_reason_is_not_counted_again(servers, tmp_path) -> None:
+    server, _reactor = servers(tmp_path)
+    client = producer(server)
+    half = prepare(client, "Orders", "k1")
+    end(client, {**half, "queue_offset": 7}, COMMIT)  # one-way, as Java sends it
+    client.send(9999, flag=FLAG_ONEWAY)
+    client.send(C.PULL_MESSAGE, ext={}, flag=FLAG_ONEWAY)  # no header fields
+    assert client.read() == []
+    assert rejected(server) == {"transaction_not_applied": 1, "unsupported_code": 1, "bad_request": 1}
 
 
 def _connection(handler) -> tuple[Connection, StringTransport, list]:

@@ -4,7 +4,6 @@ messages relayed to a named consumer, consume-queue views (docs/protocol.md, Off
 
 from __future__ import annotations
 
-import pytest
 
 from codec.bodies import (
     ConsumeMessageDirectlyResult,
@@ -28,15 +27,7 @@ from codec.headers import REQUEST_HEADERS, ResetOffsetRequestHeader, SendMessage
 from codec.message import decode_messages
 from rmqproxy.broker.processors import operations
 
-from .harness import Client, make_server
-from .test_broker import send
-
-
-@pytest.fixture
-def broker(tmp_path):
-    server, reactor = make_server(tmp_path)
-    yield server, reactor
-    server.stop()
+from .harness import Client
 
 
 def mq(topic: str, queue_id: int) -> MessageQueue:
@@ -55,7 +46,7 @@ def fill(server, reactor, client: Client) -> list[int]:
     for queue_id in (0, 0, 0, 1):
         reactor.advance(10)
         times.append(int(reactor.seconds() * 1000))
-        assert send(client, "T", queue_id=queue_id).code == R.SUCCESS
+        assert client.send_message("T", queue_id=queue_id).code == R.SUCCESS
     return times
 
 
@@ -291,7 +282,7 @@ def test_producer_connections_list_the_groups_clients_until_they_leave(broker) -
 
 def _stored_message_id(admin: Client, reactor) -> str:
     create_topic(admin, "T", 1)
-    sent = send(admin, "T", b"the body")
+    sent = admin.send_message("T", b"the body")
     return SendMessageResponseHeader.from_ext(sent.ext_fields).msg_id
 
 

@@ -20,15 +20,15 @@ from codec.bodies import (
     TopicList,
     TopicRouteData,
 )
-from codec.codes import RequestCode as C
+from codec.codes import PullSysFlag, RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.headers import GetKVConfigResponseHeader
 from rmqproxy.core.config import SETTINGS, load, parse_properties
 from rmqproxy.broker.kv import MAX_NAME_LENGTH, ORDER_TOPIC_CONFIG
 from rmqproxy.broker.server import Server
 
-from .harness import Client, FakeReactor, make_server
-from .test_broker import pull, send, send_header
+from .harness import Client, FakeReactor
+from .harness import send_header
 from .test_reply import REPLY_TOPIC, answer_push, reply_header, requester
 
 _names = itertools.count()
@@ -50,19 +50,19 @@ def route(client: Client, topic: str):
 
 
 def _new_topic_send(server, reactor) -> int:
-    return send(Client(server), f"Fresh{next(_names)}").code
+    return Client(server).send_message(f"Fresh{next(_names)}").code
 
 
 def _send_to_existing_topic(server, reactor) -> int:
     server.topics.ensure("Existing", 1)
-    return send(Client(server), "Existing").code
+    return Client(server).send_message("Existing").code
 
 
 def _new_group(server, reactor) -> tuple[int, int]:
     """A new group's retry-topic route, and its first pull."""
     client, group = Client(server), f"g{next(_names)}"
     server.topics.ensure("T", 1)
-    answer = client.answer(pull(client, "T", 0, group=group))
+    answer = client.answer(client.pull_message("T", 0, group=group))
     return route(client, f"%RETRY%{group}").code, answer.code
 
 
@@ -81,7 +81,7 @@ def _answered_within(seconds: float, **pull_fields: Any) -> Callable[[Any, Any],
         client = Client(server)
         topic = f"Empty{next(_names)}"
         server.topics.ensure(topic, 1)
-        opaque = pull(client, topic, 0, sys_flag=0x2, **pull_fields)
+        opaque = client.pull_message(topic, 0, sys_flag=PullSysFlag.SUSPEND, **pull_fields)
         reactor.advance(seconds)
         return client.answer(opaque) is not None
 
@@ -92,7 +92,7 @@ def _held_pull_answer(server, reactor) -> int | None:
     client = Client(server)
     topic = f"Empty{next(_names)}"
     server.topics.ensure(topic, 1)
-    answer = client.answer(pull(client, topic, 0, sys_flag=0x2))
+    answer = client.answer(client.pull_message(topic, 0, sys_flag=PullSysFlag.SUSPEND))
     return None if answer is None else answer.code
 
 
@@ -101,12 +101,12 @@ def _second_request_on_one_connection(server, reactor) -> int:
     client = server.__dict__.setdefault("probe_client", Client(server))
     topic = f"Empty{next(_names)}"
     server.topics.ensure(topic, 1)
-    pull(client, topic, 0, sys_flag=0x2)
+    client.pull_message(topic, 0, sys_flag=PullSysFlag.SUSPEND)
     return client.call(C.GET_BROKER_CLUSTER_INFO).code
 
 
 def _big_send(server, reactor) -> int:
-    return send(Client(server), "Big", body=b"x" * 2000).code
+    return Client(server).send_message("Big", body=b"x" * 2000).code
 
 
 def _silent_client_open_after_30s(server, reactor) -> bool:
@@ -148,7 +148,7 @@ def _half_send(server, reactor) -> int:
 def _order_conf_in_route(server, reactor) -> str | None:
     client = Client(server)
     assert client.call(C.PUT_KV_CONFIG, namespace=ORDER_TOPIC_CONFIG, key="Ordered", value="rmqproxy-a:8").code == 0
-    send(client, "Ordered")
+    client.send_message("Ordered")
     return TopicRouteData.from_json(route(client, "Ordered").body).order_topic_conf
 
 
@@ -217,21 +217,18 @@ def test_every_runtime_key_has_a_probe() -> None:
 
 
 @pytest.mark.parametrize("key", sorted(PROBES))
-def test_each_runtime_key_takes_effect_live(tmp_path, key: str) -> None:
+def test_each_runtime_key_takes_effect_live(servers, tmp_path, key: str) -> None:
     value, setup, probe, expected = PROBES[key]
-    server, reactor = make_server(tmp_path, message_delay_level="1s 2s 3s")
-    try:
-        admin = Client(server)
-        if setup:
-            assert update(admin, setup).code == R.SUCCESS
-        before = probe(server, reactor)
-        answer = update(admin, f"{key}={value}")
-        assert (answer.code, answer.remark) == (R.SUCCESS, None)
-        after = probe(server, reactor)
-        assert after == expected and before != after, (before, after)
-        assert broker_config(admin)[key] == value
-    finally:
-        server.stop()
+    server, reactor = servers(tmp_path, message_delay_level="1s 2s 3s")
+    admin = Client(server)
+    if setup:
+        assert update(admin, setup).code == R.SUCCESS
+    before = probe(server, reactor)
+    answer = update(admin, f"{key}={value}")
+    assert (answer.code, answer.remark) == (R.SUCCESS, None)
+    after = probe(server, reactor)
+    assert after == expected and before != after, (before, after)
+    assert broker_config(admin)[key] == value
 
 
 def _start(conf, reactor: FakeReactor | None = None) -> tuple[Server, FakeReactor]:
@@ -248,7 +245,7 @@ def test_changes_are_written_to_the_conf_file_and_survive_a_restart(tmp_path) ->
     server, _ = _start(conf)
     try:
         admin = Client(server)
-        assert send(admin, "Kept", body=b"x" * 3000).code == R.SUCCESS
+        assert admin.send_message("Kept", body=b"x" * 3000).code == R.SUCCESS
         body = "maxMessageSize=2048\nautoCreateTopicEnable=false\nfileReservedTime=12\norderMessageEnable=true\n"
         assert update(admin, body).code == R.SUCCESS
     finally:
@@ -263,8 +260,8 @@ def test_changes_are_written_to_the_conf_file_and_survive_a_restart(tmp_path) ->
         admin = Client(server)
         seen = broker_config(admin)
         assert (seen["maxMessageSize"], seen["autoCreateTopicEnable"], seen["fileReservedTime"]) == ("2048", "false", "12")
-        assert send(admin, "AfterRestart").code == R.TOPIC_NOT_EXIST  # TBW102 built without INHERIT
-        assert send(admin, "Kept", body=b"x" * 3000).code == R.MESSAGE_ILLEGAL
+        assert admin.send_message("AfterRestart").code == R.TOPIC_NOT_EXIST  # TBW102 built without INHERIT
+        assert admin.send_message("Kept", body=b"x" * 3000).code == R.MESSAGE_ILLEGAL
         assert server.config.order_message_enable and server.config.extra == {"sendMessageThreadPoolNums": "4"}
     finally:
         server.stop()
@@ -291,12 +288,10 @@ def test_every_runtime_key_survives_a_restart_in_force(tmp_path) -> None:
         server.stop()
 
 
-def test_without_a_conf_file_changes_go_to_the_stores_broker_properties(tmp_path) -> None:
-    server, _ = make_server(tmp_path)
-    try:
-        assert update(Client(server), "maxHeldPulls=7").code == R.SUCCESS
-    finally:
-        server.stop()
+def test_without_a_conf_file_changes_go_to_the_stores_broker_properties(servers, tmp_path) -> None:
+    server, _ = servers(tmp_path)
+    assert update(Client(server), "maxHeldPulls=7").code == R.SUCCESS
+    server.stop()
     written = tmp_path / "store" / "config" / "broker.properties"
     assert parse_properties(written.read_text())["maxHeldPulls"] == "7"
     assert load(written).max_held_pulls == 7
@@ -316,41 +311,32 @@ def test_without_a_conf_file_changes_go_to_the_stores_broker_properties(tmp_path
     ("fileReservedTime=nan", R.SYSTEM_ERROR, "fileReservedTime='nan' is not a finite number"),
     ("maxHeldPulls=5\nlistenPort=1", R.NO_PERMISSION, "Can not update config in black list: listenPort"),
 ])  # fmt: skip
-def test_refusals_change_nothing(tmp_path, body: str, code: int, remark: str) -> None:
-    server, _ = make_server(tmp_path)
-    try:
-        admin = Client(server)
-        before = broker_config(admin)
-        answer = update(admin, body)
-        assert answer.code == code and answer.remark.startswith(remark), answer.remark
-        assert broker_config(admin) == before and server.holds.max_held == 100_000
-        assert not (tmp_path / "store" / "config" / "broker.properties").exists()
-    finally:
-        server.stop()
+def test_refusals_change_nothing(servers, tmp_path, body: str, code: int, remark: str) -> None:
+    server, _ = servers(tmp_path)
+    admin = Client(server)
+    before = broker_config(admin)
+    answer = update(admin, body)
+    assert answer.code == code and answer.remark.startswith(remark), answer.remark
+    assert broker_config(admin) == before and server.holds.max_held == 100_000
+    assert not (tmp_path / "store" / "config" / "broker.properties").exists()
 
 
-def test_a_body_that_is_not_utf8_or_empty(tmp_path) -> None:
-    server, _ = make_server(tmp_path)
-    try:
-        admin = Client(server)
-        assert admin.call(C.UPDATE_BROKER_CONFIG, body=b"maxHeldPulls=\xff").code == R.SYSTEM_ERROR
-        assert admin.call(C.UPDATE_BROKER_CONFIG).code == R.SUCCESS  # nothing to change, as the reference
-        assert not (tmp_path / "store" / "config" / "broker.properties").exists()
-    finally:
-        server.stop()
+def test_a_body_that_is_not_utf8_or_empty(servers, tmp_path) -> None:
+    server, _ = servers(tmp_path)
+    admin = Client(server)
+    assert admin.call(C.UPDATE_BROKER_CONFIG, body=b"maxHeldPulls=\xff").code == R.SYSTEM_ERROR
+    assert admin.call(C.UPDATE_BROKER_CONFIG).code == R.SUCCESS  # nothing to change, as the reference
+    assert not (tmp_path / "store" / "config" / "broker.properties").exists()
 
 
-def test_a_config_file_that_cannot_be_written_refuses_the_change(tmp_path) -> None:
+def test_a_config_file_that_cannot_be_written_refuses_the_change(servers, tmp_path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
-    server, _ = make_server(tmp_path, broker_config_path=str(blocker / "broker.conf"))
-    try:
-        admin = Client(server)
-        answer = update(admin, "maxHeldPulls=5")
-        assert answer.code == R.SYSTEM_ERROR and "cannot write" in answer.remark
-        assert server.holds.max_held == 100_000 and broker_config(admin)["maxHeldPulls"] == "100000"
-    finally:
-        server.stop()
+    server, _ = servers(tmp_path, broker_config_path=str(blocker / "broker.conf"))
+    admin = Client(server)
+    answer = update(admin, "maxHeldPulls=5")
+    assert answer.code == R.SYSTEM_ERROR and "cannot write" in answer.remark
+    assert server.holds.max_held == 100_000 and broker_config(admin)["maxHeldPulls"] == "100000"
 
 
 def test_the_conf_file_keeps_its_permissions(tmp_path) -> None:
@@ -379,114 +365,94 @@ def test_values_are_escaped_so_the_file_reads_back_the_same(tmp_path) -> None:
 # --- name server: its config, KV config and orderTopicConf ---------------------------------
 
 
-def test_namesrv_config_shows_its_keys_and_updates_only_its_runtime_ones(tmp_path) -> None:
-    server, _ = make_server(tmp_path)
-    try:
-        admin = Client(server)
-        shown = parse_properties(admin.call(C.GET_NAMESRV_CONFIG).body.decode())
-        assert shown["listenPort"] == "9876" and shown["orderMessageEnable"] == "false"
-        assert shown["kvConfigPath"] == str(tmp_path / "store" / "config" / "kvConfig.json")
-        assert "maxMessageSize" not in shown
-        assert update(admin, "orderMessageEnable=true", C.UPDATE_NAMESRV_CONFIG).code == R.SUCCESS
-        assert parse_properties(admin.call(C.GET_NAMESRV_CONFIG).body.decode())["orderMessageEnable"] == "true"
-        refused = update(admin, "maxMessageSize=10", C.UPDATE_NAMESRV_CONFIG)
-        assert refused.code == R.NO_PERMISSION and "is not a name-server key" in refused.remark
-        refused = update(admin, "listenPort=1", C.UPDATE_NAMESRV_CONFIG)
-        assert refused.code == R.NO_PERMISSION and "black list" in refused.remark
-    finally:
-        server.stop()
+def test_namesrv_config_shows_its_keys_and_updates_only_its_runtime_ones(servers, tmp_path) -> None:
+    server, _ = servers(tmp_path)
+    admin = Client(server)
+    shown = parse_properties(admin.call(C.GET_NAMESRV_CONFIG).body.decode())
+    assert shown["listenPort"] == "9876" and shown["orderMessageEnable"] == "false"
+    assert shown["kvConfigPath"] == str(tmp_path / "store" / "config" / "kvConfig.json")
+    assert "maxMessageSize" not in shown
+    assert update(admin, "orderMessageEnable=true", C.UPDATE_NAMESRV_CONFIG).code == R.SUCCESS
+    assert parse_properties(admin.call(C.GET_NAMESRV_CONFIG).body.decode())["orderMessageEnable"] == "true"
+    refused = update(admin, "maxMessageSize=10", C.UPDATE_NAMESRV_CONFIG)
+    assert refused.code == R.NO_PERMISSION and "is not a name-server key" in refused.remark
+    refused = update(admin, "listenPort=1", C.UPDATE_NAMESRV_CONFIG)
+    assert refused.code == R.NO_PERMISSION and "black list" in refused.remark
 
 
-def test_kv_config_put_get_list_delete_and_persist(tmp_path) -> None:
-    server, _ = make_server(tmp_path)
-    try:
-        client = Client(server)
-        missing = client.call(C.GET_KV_CONFIG, namespace="ns", key="k")
-        assert (missing.code, missing.remark) == (R.QUERY_NOT_FOUND, "No config item, Namespace: ns Key: k")
-        assert client.call(C.PUT_KV_CONFIG, namespace="ns", key="k", value="v1").code == R.SUCCESS
-        assert client.call(C.PUT_KV_CONFIG, namespace="ns", key="k", value="v2").code == R.SUCCESS
-        assert client.call(C.PUT_KV_CONFIG, namespace="ns", key="j", value="").code == R.SUCCESS
-        got = client.call(C.GET_KV_CONFIG, namespace="ns", key="k")
-        assert got.code == R.SUCCESS and GetKVConfigResponseHeader.from_ext(got.ext_fields).value == "v2"
-        assert KVTable.from_json(client.call(C.GET_KVLIST_BY_NAMESPACE, namespace="ns").body).table == {"k": "v2", "j": ""}
-        assert client.call(C.GET_KVLIST_BY_NAMESPACE, namespace="none").code == R.QUERY_NOT_FOUND
-        assert client.call(C.DELETE_KV_CONFIG, namespace="ns", key="j").code == R.SUCCESS
-        assert client.call(C.DELETE_KV_CONFIG, namespace="ns", key="never").code == R.SUCCESS
-    finally:
-        server.stop()
+def test_kv_config_put_get_list_delete_and_persist(servers, tmp_path) -> None:
+    server, _ = servers(tmp_path)
+    client = Client(server)
+    missing = client.call(C.GET_KV_CONFIG, namespace="ns", key="k")
+    assert (missing.code, missing.remark) == (R.QUERY_NOT_FOUND, "No config item, Namespace: ns Key: k")
+    assert client.call(C.PUT_KV_CONFIG, namespace="ns", key="k", value="v1").code == R.SUCCESS
+    assert client.call(C.PUT_KV_CONFIG, namespace="ns", key="k", value="v2").code == R.SUCCESS
+    assert client.call(C.PUT_KV_CONFIG, namespace="ns", key="j", value="").code == R.SUCCESS
+    got = client.call(C.GET_KV_CONFIG, namespace="ns", key="k")
+    assert got.code == R.SUCCESS and GetKVConfigResponseHeader.from_ext(got.ext_fields).value == "v2"
+    assert KVTable.from_json(client.call(C.GET_KVLIST_BY_NAMESPACE, namespace="ns").body).table == {"k": "v2", "j": ""}
+    assert client.call(C.GET_KVLIST_BY_NAMESPACE, namespace="none").code == R.QUERY_NOT_FOUND
+    assert client.call(C.DELETE_KV_CONFIG, namespace="ns", key="j").code == R.SUCCESS
+    assert client.call(C.DELETE_KV_CONFIG, namespace="ns", key="never").code == R.SUCCESS
+    server.stop()
     stored = json.loads((tmp_path / "store" / "config" / "kvConfig.json").read_text())
     assert stored == {"configTable": {"ns": {"k": "v2"}}}
-    server, _ = make_server(tmp_path)
-    try:
-        got = Client(server).call(C.GET_KV_CONFIG, namespace="ns", key="k")
-        assert GetKVConfigResponseHeader.from_ext(got.ext_fields).value == "v2"
-    finally:
-        server.stop()
+    server, _ = servers(tmp_path)
+    got = Client(server).call(C.GET_KV_CONFIG, namespace="ns", key="k")
+    assert GetKVConfigResponseHeader.from_ext(got.ext_fields).value == "v2"
 
 
-def test_kv_config_is_bounded(tmp_path) -> None:
-    server, _ = make_server(tmp_path, kv_config_max_entries=2)
-    try:
-        client = Client(server)
-        for key in ("a", "b"):
-            assert client.call(C.PUT_KV_CONFIG, namespace="ns", key=key, value="v").code == R.SUCCESS
-        full = client.call(C.PUT_KV_CONFIG, namespace="other", key="c", value="v")
-        assert full.code == R.SYSTEM_ERROR and "kvConfigMaxEntries=2" in full.remark
-        assert client.call(C.PUT_KV_CONFIG, namespace="ns", key="a", value="new").code == R.SUCCESS  # a replace
-        long_key = client.call(C.PUT_KV_CONFIG, namespace="ns", key="k" * (MAX_NAME_LENGTH + 1), value="v")
-        assert long_key.code == R.SYSTEM_ERROR and "key must be 1 to 255" in long_key.remark
-        big = client.call(C.PUT_KV_CONFIG, namespace="ns", key="a", value="v" * 20_000)
-        assert big.code == R.SYSTEM_ERROR and "value must be at most" in big.remark
-        assert client.call(C.PUT_KV_CONFIG, ext={"namespace": "ns", "key": "a"}).code == R.SYSTEM_ERROR  # no value
-        assert server.kv.table == {"ns": {"a": "new", "b": "v"}}
-    finally:
-        server.stop()
+def test_kv_config_is_bounded(servers, tmp_path) -> None:
+    server, _ = servers(tmp_path, kv_config_max_entries=2)
+    client = Client(server)
+    for key in ("a", "b"):
+        assert client.call(C.PUT_KV_CONFIG, namespace="ns", key=key, value="v").code == R.SUCCESS
+    full = client.call(C.PUT_KV_CONFIG, namespace="other", key="c", value="v")
+    assert full.code == R.SYSTEM_ERROR and "kvConfigMaxEntries=2" in full.remark
+    assert client.call(C.PUT_KV_CONFIG, namespace="ns", key="a", value="new").code == R.SUCCESS  # a replace
+    long_key = client.call(C.PUT_KV_CONFIG, namespace="ns", key="k" * (MAX_NAME_LENGTH + 1), value="v")
+    assert long_key.code == R.SYSTEM_ERROR and "key must be 1 to 255" in long_key.remark
+    big = client.call(C.PUT_KV_CONFIG, namespace="ns", key="a", value="v" * 20_000)
+    assert big.code == R.SYSTEM_ERROR and "value must be at most" in big.remark
+    assert client.call(C.PUT_KV_CONFIG, ext={"namespace": "ns", "key": "a"}).code == R.SYSTEM_ERROR  # no value
+    assert server.kv.table == {"ns": {"a": "new", "b": "v"}}
 
 
-def test_routes_carry_order_topic_conf_only_while_order_message_enable_is_on(tmp_path) -> None:
-    server, _ = make_server(tmp_path, order_message_enable=True)
-    try:
-        client = Client(server)
-        send(client, "Ordered")
-        assert TopicRouteData.from_json(route(client, "Ordered").body).order_topic_conf is None
-        value = "rmqproxy-a:8;other-b:4"
-        assert client.call(C.PUT_KV_CONFIG, namespace=ORDER_TOPIC_CONFIG, key="Ordered", value=value).code == 0
-        answer = route(client, "Ordered")
-        assert TopicRouteData.from_json(answer.body).order_topic_conf == value
-        assert b'"orderTopicConf":"rmqproxy-a:8;other-b:4"' in answer.body
-        assert update(client, "orderMessageEnable=false").code == R.SUCCESS
-        assert TopicRouteData.from_json(route(client, "Ordered").body).order_topic_conf is None
-    finally:
-        server.stop()
+def test_routes_carry_order_topic_conf_only_while_order_message_enable_is_on(servers, tmp_path) -> None:
+    server, _ = servers(tmp_path, order_message_enable=True)
+    client = Client(server)
+    client.send_message("Ordered")
+    assert TopicRouteData.from_json(route(client, "Ordered").body).order_topic_conf is None
+    value = "rmqproxy-a:8;other-b:4"
+    assert client.call(C.PUT_KV_CONFIG, namespace=ORDER_TOPIC_CONFIG, key="Ordered", value=value).code == 0
+    answer = route(client, "Ordered")
+    assert TopicRouteData.from_json(answer.body).order_topic_conf == value
+    assert b'"orderTopicConf":"rmqproxy-a:8;other-b:4"' in answer.body
+    assert update(client, "orderMessageEnable=false").code == R.SUCCESS
+    assert TopicRouteData.from_json(route(client, "Ordered").body).order_topic_conf is None
 
 
-def test_all_topic_config_lists_every_topic_with_a_version_that_moves(tmp_path) -> None:
-    server, _ = make_server(tmp_path)
-    try:
-        client = Client(server)
-        first = TopicConfigSerializeWrapper.from_json(client.call(C.GET_ALL_TOPIC_CONFIG).body)
-        assert "TBW102" in first.topic_config_table and "Made" not in first.topic_config_table
-        assert client.call(C.UPDATE_AND_CREATE_TOPIC, topic="Made", default_topic="TBW102", read_queue_nums=3,
-                           write_queue_nums=3, perm=6, topic_filter_type="SINGLE_TAG", order=True).code == 0  # fmt: skip
-        answer = client.call(C.GET_ALL_TOPIC_CONFIG)
-        second = TopicConfigSerializeWrapper.from_json(answer.body)
-        made = second.topic_config_table["Made"]
-        assert (made.topic_name, made.read_queue_nums, made.write_queue_nums, made.perm, made.order) == ("Made", 3, 3, 6, True)
-        assert second.data_version.counter > first.data_version.counter
-        assert json.loads(answer.body)["dataVersion"]["counter"] == second.data_version.counter
-    finally:
-        server.stop()
+def test_all_topic_config_lists_every_topic_with_a_version_that_moves(servers, tmp_path) -> None:
+    server, _ = servers(tmp_path)
+    client = Client(server)
+    first = TopicConfigSerializeWrapper.from_json(client.call(C.GET_ALL_TOPIC_CONFIG).body)
+    assert "TBW102" in first.topic_config_table and "Made" not in first.topic_config_table
+    assert client.call(C.UPDATE_AND_CREATE_TOPIC, topic="Made", default_topic="TBW102", read_queue_nums=3,
+                       write_queue_nums=3, perm=6, topic_filter_type="SINGLE_TAG", order=True).code == 0  # fmt: skip
+    answer = client.call(C.GET_ALL_TOPIC_CONFIG)
+    second = TopicConfigSerializeWrapper.from_json(answer.body)
+    made = second.topic_config_table["Made"]
+    assert (made.topic_name, made.read_queue_nums, made.write_queue_nums, made.perm, made.order) == ("Made", 3, 3, 6, True)
+    assert second.data_version.counter > first.data_version.counter
+    assert json.loads(answer.body)["dataVersion"]["counter"] == second.data_version.counter
 
 
-def test_system_topic_list_from_broker_names_what_export_metadata_leaves_out(tmp_path) -> None:
-    server, _ = make_server(tmp_path)
-    try:
-        client = Client(server)
-        send(client, "UserTopic")
-        server.topics.ensure("rmq_sys_wheel", 1)
-        answer = client.call(C.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
-        names = set(TopicList.from_json(answer.body).topic_list)
-        assert {"TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "rmq_sys_wheel"} <= names
-        assert "UserTopic" not in names and "DefaultCluster" not in names
-    finally:
-        server.stop()
+def test_system_topic_list_from_broker_names_what_export_metadata_leaves_out(servers, tmp_path) -> None:
+    server, _ = servers(tmp_path)
+    client = Client(server)
+    client.send_message("UserTopic")
+    server.topics.ensure("rmq_sys_wheel", 1)
+    answer = client.call(C.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
+    names = set(TopicList.from_json(answer.body).topic_list)
+    assert {"TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "rmq_sys_wheel"} <= names
+    assert "UserTopic" not in names and "DefaultCluster" not in names

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from codec.bodies import CheckClientRequestBody, ConsumerData, HeartbeatData, ProducerData, SubscriptionData
-from codec.codes import RequestCode as C
+from codec.codes import PullSysFlag, RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.message import decode_messages
 from rmqproxy.broker import sql92
 from rmqproxy.broker.sql92 import SelectorError, SqlFilter, compile_selector
 
-from .harness import Client, make_server
-from .test_broker import pull, send_header
+from .harness import Client
+from .harness import send_header
 
 PROPS = {"a": "5", "b": "x", "f": "2.5", "flag": "TRUE", "TAGS": "TagA", "big": "3000000000"}
 
@@ -64,80 +64,65 @@ def check_client(server, selector: str, kind: str | None = "SQL92") -> tuple[int
     return answer.code, answer.remark
 
 
-def test_check_client_config_takes_sql92_that_compiles_and_refuses_the_rest(tmp_path) -> None:
-    server, _ = make_server(tmp_path)
-    try:
-        assert check_client(server, "a > 1")[0] == R.SUCCESS
-        code, remark = check_client(server, "a >")
-        assert code == R.SUBSCRIPTION_PARSE_FAILED and remark.startswith("Invalid MessageSelector.")
-        assert check_client(server, "TagA", "TAG")[0] == R.SUCCESS
-        assert check_client(server, "x", "CLASS")[0] == R.SYSTEM_ERROR
-    finally:
-        server.stop()
+def test_check_client_config_takes_sql92_that_compiles_and_refuses_the_rest(servers, tmp_path) -> None:
+    server, _ = servers(tmp_path)
+    assert check_client(server, "a > 1")[0] == R.SUCCESS
+    code, remark = check_client(server, "a >")
+    assert code == R.SUBSCRIPTION_PARSE_FAILED and remark.startswith("Invalid MessageSelector.")
+    assert check_client(server, "TagA", "TAG")[0] == R.SUCCESS
+    assert check_client(server, "x", "CLASS")[0] == R.SYSTEM_ERROR
 
 
-def test_with_enable_property_filter_false_sql92_is_refused_at_start_and_at_pull(tmp_path) -> None:
-    server, _ = make_server(tmp_path, enable_property_filter=False)
-    try:
-        assert check_client(server, "a > 1") == (R.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92")
-        consumer = sql_consumer(server, "cg", "T", "a > 1")
-        Client(server).call(C.SEND_MESSAGE_V2, send_header("T", 0, "a\x012"), b"m")
-        answer = consumer.answer(pull(consumer, "T", 0, expression_type="SQL92", sub_version=1))
-        assert answer.code == R.SYSTEM_ERROR
-    finally:
-        server.stop()
+def test_with_enable_property_filter_false_sql92_is_refused_at_start_and_at_pull(servers, tmp_path) -> None:
+    server, _ = servers(tmp_path, enable_property_filter=False)
+    assert check_client(server, "a > 1") == (R.SYSTEM_ERROR, "The broker does not support consumer to filter message by SQL92")
+    consumer = sql_consumer(server, "cg", "T", "a > 1")
+    Client(server).call(C.SEND_MESSAGE_V2, send_header("T", 0, "a\x012"), b"m")
+    answer = consumer.answer(consumer.pull_message("T", 0, expression_type="SQL92", sub_version=1))
+    assert answer.code == R.SYSTEM_ERROR
 
 
-def test_a_pull_returns_only_matching_messages_and_a_held_pull_wakes_only_for_a_match(tmp_path) -> None:
-    server, reactor = make_server(tmp_path)
-    try:
-        producer = Client(server)
-        for i in range(6):
-            assert producer.call(C.SEND_MESSAGE_V2, send_header("T", 0, f"a\x01{i}\x02KEYS\x01k{i}"), f"m{i}".encode()).code == 0
-        consumer = sql_consumer(server, "cg", "T", "a >= 2 AND a < 5")
-        answer = consumer.answer(pull(consumer, "T", 0, expression_type="SQL92", sub_version=1))
-        assert answer.code == R.SUCCESS
-        assert [m.body for m in decode_messages(answer.body)] == [b"m2", b"m3", b"m4"]
-        none = consumer.answer(pull(consumer, "T", 5, expression_type="SQL92", sub_version=1))
-        assert none.code == R.PULL_RETRY_IMMEDIATELY  # scanned, nothing matched: answered, not held
-        opaque = pull(consumer, "T", 6, expression_type="SQL92", sub_version=1, sys_flag=0x2)
-        assert consumer.answer(opaque) is None  # held at the queue's end
-        producer.call(C.SEND_MESSAGE_V2, send_header("T", 0, "a\x019"), b"no")
-        assert consumer.answer(opaque) is None and server.holds.count == 1  # not a match: still held
-        producer.call(C.SEND_MESSAGE_V2, send_header("T", 0, "a\x013"), b"yes")
-        woken = consumer.answer(opaque)
-        assert woken is not None and [m.body for m in decode_messages(woken.body)] == [b"yes"]
-    finally:
-        server.stop()
+def test_a_pull_returns_only_matching_messages_and_a_held_pull_wakes_only_for_a_match(servers, tmp_path) -> None:
+    server, reactor = servers(tmp_path)
+    producer = Client(server)
+    for i in range(6):
+        assert producer.call(C.SEND_MESSAGE_V2, send_header("T", 0, f"a\x01{i}\x02KEYS\x01k{i}"), f"m{i}".encode()).code == 0
+    consumer = sql_consumer(server, "cg", "T", "a >= 2 AND a < 5")
+    answer = consumer.answer(consumer.pull_message("T", 0, expression_type="SQL92", sub_version=1))
+    assert answer.code == R.SUCCESS
+    assert [m.body for m in decode_messages(answer.body)] == [b"m2", b"m3", b"m4"]
+    none = consumer.answer(consumer.pull_message("T", 5, expression_type="SQL92", sub_version=1))
+    assert none.code == R.PULL_RETRY_IMMEDIATELY  # scanned, nothing matched: answered, not held
+    opaque = consumer.pull_message("T", 6, expression_type="SQL92", sub_version=1, sys_flag=PullSysFlag.SUSPEND)
+    assert consumer.answer(opaque) is None  # held at the queue's end
+    producer.call(C.SEND_MESSAGE_V2, send_header("T", 0, "a\x019"), b"no")
+    assert consumer.answer(opaque) is None and server.holds.count == 1  # not a match: still held
+    producer.call(C.SEND_MESSAGE_V2, send_header("T", 0, "a\x013"), b"yes")
+    woken = consumer.answer(opaque)
+    assert woken is not None and [m.body for m in decode_messages(woken.body)] == [b"yes"]
 
 
-def test_an_sql92_pull_before_its_subscription_is_registered_waits_for_the_heartbeat(tmp_path) -> None:
-    server, _ = make_server(tmp_path)
-    try:
-        producer = Client(server)
-        producer.call(C.SEND_MESSAGE_V2, send_header("T", 0, "a\x011"), b"m")
-        stranger = Client(server, "10.0.0.8@x#1")
-        answer = stranger.answer(pull(stranger, "T", 0, group="nobody", expression_type="SQL92", sub_version=1))
-        assert answer.code == R.SUBSCRIPTION_NOT_EXIST  # served unfiltered, it would get what it did not ask for
-    finally:
-        server.stop()
+def test_an_sql92_pull_before_its_subscription_is_registered_waits_for_the_heartbeat(servers, tmp_path) -> None:
+    server, _ = servers(tmp_path)
+    producer = Client(server)
+    producer.call(C.SEND_MESSAGE_V2, send_header("T", 0, "a\x011"), b"m")
+    stranger = Client(server, "10.0.0.8@x#1")
+    answer = stranger.answer(stranger.pull_message("T", 0, group="nobody", expression_type="SQL92", sub_version=1))
+    assert answer.code == R.SUBSCRIPTION_NOT_EXIST  # served unfiltered, it would get what it did not ask for
 
 
-def test_a_selector_sent_with_the_pull_filters_it_and_one_that_does_not_compile_is_23(tmp_path) -> None:
-    server, _ = make_server(tmp_path)
-    try:
-        producer = Client(server)
-        for i in range(6):
-            producer.call(C.SEND_MESSAGE_V2, send_header("T", 0, f"a\x01{i}"), f"m{i}".encode())
-        reader = Client(server, "10.0.0.8@r#1")
-        answer = reader.answer(pull(reader, "T", 0, group="lite", sys_flag=0x4, subscription="a >= 4",
-                                    expression_type="SQL92", sub_version=1))  # fmt: skip
-        assert [m.body for m in decode_messages(answer.body)] == [b"m4", b"m5"]
-        bad = reader.answer(pull(reader, "T", 0, group="lite", sys_flag=0x4, subscription="a >",
-                                 expression_type="SQL92", sub_version=1))  # fmt: skip
-        assert (bad.code, bad.remark) == (R.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed")
-    finally:
-        server.stop()
+def test_a_selector_sent_with_the_pull_filters_it_and_one_that_does_not_compile_is_23(servers, tmp_path) -> None:
+    server, _ = servers(tmp_path)
+    producer = Client(server)
+    for i in range(6):
+        producer.call(C.SEND_MESSAGE_V2, send_header("T", 0, f"a\x01{i}"), f"m{i}".encode())
+    reader = Client(server, "10.0.0.8@r#1")
+    answer = reader.answer(reader.pull_message("T", 0, group="lite", sys_flag=0x4, subscription="a >= 4",
+                                expression_type="SQL92", sub_version=1))  # fmt: skip
+    assert [m.body for m in decode_messages(answer.body)] == [b"m4", b"m5"]
+    bad = reader.answer(reader.pull_message("T", 0, group="lite", sys_flag=0x4, subscription="a >",
+                             expression_type="SQL92", sub_version=1))  # fmt: skip
+    assert (bad.code, bad.remark) == (R.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed")
 
 
 def test_a_selector_is_parsed_once_whether_or_not_it_compiles(monkeypatch) -> None:

@@ -17,12 +17,11 @@ from codec.bodies import (
     TopicRouteData,
     build_subscription,
 )
-from codec.codes import RequestCode as C
+from codec.codes import PullSysFlag, RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.headers import PullMessageResponseHeader, SendMessageResponseHeader
 
 from .harness import Client, make_server
-from .test_broker import pull, send
 
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 #: What 4.9.7 ``mqadmin updateSubGroup -g G4`` sends (fastjson, no 5.x fields).
@@ -37,10 +36,8 @@ BODY_5X = (b'{"attributes":{},"brokerId":0,"consumeBroadcastEnable":false,"consu
 
 
 @pytest.fixture
-def broker(tmp_path):
-    server, reactor = make_server(tmp_path, message_delay_level="1s 2s 3s")
-    yield server, reactor
-    server.stop()
+def broker(servers):
+    return servers(message_delay_level="1s 2s 3s")
 
 
 def update(client: Client, group: str, **fields) -> object:
@@ -61,11 +58,11 @@ def heartbeat(client: Client, group: str, model: str = "CLUSTERING", topic: str 
 
 
 def pulled(client: Client, topic: str, group: str, offset: int = 0):
-    return client.answer(pull(client, topic, offset, group=group))
+    return client.answer(client.pull_message(topic, offset, group=group))
 
 
 def send_back(client: Client, server, topic: str, group: str, **fields):
-    stored = SendMessageResponseHeader.from_ext(send(client, topic, b"payload").ext_fields)
+    stored = SendMessageResponseHeader.from_ext(client.send_message(topic, b"payload").ext_fields)
     phys = server.store.message_at(topic, stored.queue_id, stored.queue_offset).physical_offset
     return client.call(C.CONSUMER_SEND_MSG_BACK, offset=phys, group=group, delay_level=fields.pop("delay_level", 1),
                        **fields)  # fmt: skip
@@ -102,7 +99,7 @@ def test_create_get_list_and_delete_as_mqadmin_and_the_console_do(broker) -> Non
 def test_delete_drops_the_groups_offsets_only_when_asked(broker) -> None:
     server, _ = broker
     client = Client(server)
-    send(client, "T", b"x")
+    client.send_message("T", b"x")
     for group in ("keep", "drop49", "drop5x"):
         assert update(client, group).code == R.SUCCESS
         assert client.call(C.UPDATE_CONSUMER_OFFSET, consumer_group=group, topic="T", queue_id=0, commit_offset=1).code == 0
@@ -114,7 +111,7 @@ def test_delete_drops_the_groups_offsets_only_when_asked(broker) -> None:
     assert server.store.offsets.query("drop5x", "T", 0) is None
 
 
-def test_groups_survive_a_restart_in_the_references_file(tmp_path) -> None:
+def test_groups_survive_a_restart_in_the_references_file(servers, tmp_path) -> None:
     server, _ = make_server(tmp_path)
     client = Client(server)
     assert update(client, "kept", retry_max_times=3, retry_queue_nums=2, consume_enable=False).code == R.SUCCESS
@@ -123,12 +120,11 @@ def test_groups_survive_a_restart_in_the_references_file(tmp_path) -> None:
     on_disk = json.loads((tmp_path / "store" / "config" / "subscriptionGroup.json").read_text())
     assert set(on_disk) == {"subscriptionGroupTable", "dataVersion"}
     assert on_disk["subscriptionGroupTable"]["kept"]["retryMaxTimes"] == 3
-    again, _ = make_server(tmp_path, started_after_s=5)
+    again, _ = servers(tmp_path, started_after_s=5)
     table = all_groups(Client(again))
     kept = table.subscription_group_table["kept"]
     assert (kept.retry_max_times, kept.retry_queue_nums, kept.consume_enable) == (3, 2, False)
     assert table.data_version.counter == version.counter and table.data_version.timestamp == version.timestamp
-    again.stop()
 
 
 @pytest.mark.parametrize(("table", "reason"), [
@@ -188,19 +184,18 @@ def test_bad_bodies_and_names_get_a_clear_error(broker, body, reason) -> None:
     assert bad_delete.code == R.SYSTEM_ERROR and "illegal characters" in bad_delete.remark
 
 
-def test_the_table_is_bounded_for_updates_and_auto_creation(tmp_path) -> None:
-    server, _ = make_server(tmp_path, max_subscription_groups=9)  # the 7 built-in groups and 2 more
+def test_the_table_is_bounded_for_updates_and_auto_creation(servers, tmp_path) -> None:
+    server, _ = servers(tmp_path, max_subscription_groups=9)  # the 7 built-in groups and 2 more
     client = Client(server)
     assert update(client, "one").code == R.SUCCESS
     heartbeat(client, "two")
     refused = update(client, "three")
     assert refused.code == R.SYSTEM_ERROR and "maxSubscriptionGroups" in refused.remark
     assert update(client, "one", retry_max_times=2).code == R.SUCCESS  # a known group may still change
-    send(client, "T")
+    client.send_message("T")
     full = pulled(client, "T", "four")
     assert full.code == R.SUBSCRIPTION_GROUP_NOT_EXIST and "maxSubscriptionGroups" in full.remark
     assert len(all_groups(client).subscription_group_table) == 9
-    server.stop()
 
 
 # --- autoCreateSubscriptionGroup ----------------------------------------------------------
@@ -210,7 +205,7 @@ def test_an_unknown_group_is_created_on_first_use_and_persisted(broker) -> None:
     server, _ = broker
     client = Client(server)
     heartbeat(client, "by-heartbeat")
-    send(client, "T")
+    client.send_message("T")
     assert pulled(client, "T", "by-pull").code == R.SUCCESS
     assert send_back(client, server, "T", "by-send-back").code == R.SUCCESS
     table = all_groups(client).subscription_group_table
@@ -221,10 +216,10 @@ def test_an_unknown_group_is_created_on_first_use_and_persisted(broker) -> None:
     assert {"by-heartbeat", "by-pull", "by-send-back"} <= set(on_disk["subscriptionGroupTable"])
 
 
-def test_without_auto_create_an_unknown_group_is_refused_as_the_reference_refuses_it(tmp_path) -> None:
-    server, _ = make_server(tmp_path, auto_create_group=False, message_delay_level="1s 2s 3s")
+def test_without_auto_create_an_unknown_group_is_refused_as_the_reference_refuses_it(servers, tmp_path) -> None:
+    server, _ = servers(tmp_path, auto_create_group=False, message_delay_level="1s 2s 3s")
     client = Client(server)
-    send(client, "T")
+    client.send_message("T")
     refused = pulled(client, "T", "stranger")
     assert (refused.code, refused.remark) == (R.SUBSCRIPTION_GROUP_NOT_EXIST,
                                               f"subscription group [stranger] does not exist, {FAQ}")
@@ -235,13 +230,12 @@ def test_without_auto_create_an_unknown_group_is_refused_as_the_reference_refuse
     assert server.topics.get("%RETRY%stranger") is None
     route = client.call(C.GET_ROUTEINFO_BY_TOPIC, topic="%RETRY%stranger")
     assert route.code == R.TOPIC_NOT_EXIST
-    retry = send(client, "%RETRY%stranger", reconsume_times=1)
+    retry = client.send_message("%RETRY%stranger", reconsume_times=1)
     assert retry.code == R.SUBSCRIPTION_GROUP_NOT_EXIST
     assert "stranger" not in all_groups(client).subscription_group_table
     assert update(client, "known").code == R.SUCCESS  # created by mqadmin: served
     assert pulled(client, "T", "known").code == R.SUCCESS
     assert pulled(client, "T", "CID_RMQ_SYS_x").code == R.SUCCESS  # system groups are always created
-    server.stop()
 
 
 # --- the fields, honoured -------------------------------------------------------------------
@@ -250,7 +244,7 @@ def test_without_auto_create_an_unknown_group_is_refused_as_the_reference_refuse
 def test_consume_enable_false_refuses_pulls_until_enabled(broker) -> None:
     server, _ = broker
     client = Client(server)
-    send(client, "T")
+    client.send_message("T")
     assert update(client, "off", consume_enable=False).code == R.SUCCESS
     refused = pulled(client, "T", "off")
     assert (refused.code, refused.remark) == (R.NO_PERMISSION, "subscription group no permission, off")
@@ -262,11 +256,11 @@ def test_a_held_pull_of_a_group_disabled_meanwhile_wakes_to_the_refusal_not_the_
     """The reference re-runs a woken pull: consumeEnable=false set while a pull is held stops it too."""
     server, _ = broker
     consumer, admin = Client(server, "c@1"), Client(server, "admin@1")
-    send(admin, "T")
-    opaque = pull(consumer, "T", 1, group="held", sys_flag=0x2)
+    admin.send_message("T")
+    opaque = consumer.pull_message("T", 1, group="held", sys_flag=PullSysFlag.SUSPEND)
     assert consumer.answer(opaque) is None and server.holds.count == 1
     assert update(admin, "held", consume_enable=False).code == R.SUCCESS
-    send(admin, "T")  # wakes the held pull
+    admin.send_message("T")  # wakes the held pull
     answer = consumer.answer(opaque)
     assert (answer.code, answer.remark) == (R.NO_PERMISSION, "subscription group no permission, held")
     assert server.holds.count == 0
@@ -275,7 +269,7 @@ def test_a_held_pull_of_a_group_disabled_meanwhile_wakes_to_the_refusal_not_the_
 def test_consume_broadcast_enable_false_refuses_a_broadcast_consumer_only(broker) -> None:
     server, _ = broker
     client = Client(server)
-    send(client, "T")
+    client.send_message("T")
     assert client.call(C.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=BODY_49).code == R.SUCCESS  # broadcast off
     heartbeat(client, "G4", "BROADCASTING")
     refused = pulled(client, "T", "G4")
@@ -311,9 +305,9 @@ def test_a_retry_send_goes_to_the_dlq_past_the_groups_retry_max_times(broker) ->
     client = Client(server)
     assert update(client, "few", retry_max_times=2).code == R.SUCCESS
     server.topics.ensure("%RETRY%few")
-    assert send(client, "%RETRY%few", b"r", reconsume_times=1).code == R.SUCCESS
+    assert client.send_message("%RETRY%few", b"r", reconsume_times=1).code == R.SUCCESS
     assert server.store.max_offset("%DLQ%few", 0) == 0
-    assert send(client, "%RETRY%few", b"r", reconsume_times=2).code == R.SUCCESS
+    assert client.send_message("%RETRY%few", b"r", reconsume_times=2).code == R.SUCCESS
     assert server.store.max_offset("%DLQ%few", 0) == 1
 
 
@@ -341,7 +335,7 @@ def test_retry_queue_nums_sizes_the_retry_topic_and_zero_drops_send_backs(broker
 def test_suggest_which_broker_id_stays_the_master_whatever_broker_id_says(broker) -> None:
     server, _ = broker
     client = Client(server)
-    send(client, "T")
+    client.send_message("T")
     assert update(client, "slave-minded", broker_id=1, which_broker_when_consume_slowly=1).code == R.SUCCESS
     answer = pulled(client, "T", "slave-minded")
     assert answer.code == R.SUCCESS

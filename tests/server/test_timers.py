@@ -15,7 +15,7 @@ from rmqproxy.core.delay_levels import TIMER_TOPIC
 from rmqproxy.broker.timer_messages import TIMER_GROUP
 
 from .harness import Client, make_server
-from .test_broker import pull, send_header
+from .harness import send_header
 
 
 def send_timed(client: Client, props: str, body: bytes = b"later", topic: str = "Timed", queue_id: int = 1):
@@ -26,7 +26,7 @@ def delivered(server, topic: str = "Timed", queue_id: int = 1) -> list:
     """Every message readable in the queue, in queue order."""
     reader, found = Client(server, "10.0.0.9@reader#1"), []
     while True:
-        answer = reader.answer(pull(reader, topic, len(found), queue_id=queue_id))
+        answer = reader.answer(reader.pull_message(topic, len(found), queue_id=queue_id))
         if answer is None or answer.code != R.SUCCESS:
             return found
         found += decode_messages(answer.body)
@@ -69,28 +69,23 @@ def test_a_time_already_past_is_delivered_at_once(timed) -> None:
     assert [m.body for m in delivered(server)] == [b"later"]
 
 
-def test_illegal_timer_messages_get_the_reference_answers(tmp_path) -> None:
-    server, _ = make_server(tmp_path, timer_max_delay_sec=60)
-    try:
-        client = Client(server)
-        too_long = send_timed(client, "TIMER_DELAY_SEC\x0161")
-        assert too_long.code == R.MESSAGE_ILLEGAL
-        assert too_long.remark.startswith("timer message illegal, the delay time should not be bigger than the max delay 60000ms")
-        assert send_timed(client, "TIMER_DELAY_MS\x01soon").code == R.MESSAGE_ILLEGAL
-        assert send_timed(client, "TIMER_DELAY_SEC\x015\x02TIMER_DEL_UNIQKEY\x01x").code == R.SYSTEM_ERROR
-        batch = encode_batch([BatchItem(b"a", {"TIMER_DELAY_SEC": "5"}), BatchItem(b"b")])
-        assert client.call(C.SEND_BATCH_MESSAGE, send_header("Timed", 0, "", batch=True), batch).code == R.MESSAGE_ILLEGAL
-        tx = send_timed(client, "TRAN_MSG\x01true\x02PGROUP\x01pg\x02TIMER_DELAY_SEC\x015")
-        assert tx.code == R.MESSAGE_ILLEGAL
-        assert server.store.max_offset(TIMER_TOPIC, 0) == 0 and delivered(server) == []
-    finally:
-        server.stop()
-    server, _ = make_server(tmp_path, timer_wheel_enable=False)
-    try:
-        off = send_timed(Client(server), "TIMER_DELAY_SEC\x015")
-        assert (off.code, off.remark) == (R.SYSTEM_ERROR, "accurate timer message is not enabled, timerWheelEnable is false")
-    finally:
-        server.stop()
+def test_illegal_timer_messages_get_the_reference_answers(servers, tmp_path) -> None:
+    server, _ = servers(tmp_path, timer_max_delay_sec=60)
+    client = Client(server)
+    too_long = send_timed(client, "TIMER_DELAY_SEC\x0161")
+    assert too_long.code == R.MESSAGE_ILLEGAL
+    assert too_long.remark.startswith("timer message illegal, the delay time should not be bigger than the max delay 60000ms")
+    assert send_timed(client, "TIMER_DELAY_MS\x01soon").code == R.MESSAGE_ILLEGAL
+    assert send_timed(client, "TIMER_DELAY_SEC\x015\x02TIMER_DEL_UNIQKEY\x01x").code == R.SYSTEM_ERROR
+    batch = encode_batch([BatchItem(b"a", {"TIMER_DELAY_SEC": "5"}), BatchItem(b"b")])
+    assert client.call(C.SEND_BATCH_MESSAGE, send_header("Timed", 0, "", batch=True), batch).code == R.MESSAGE_ILLEGAL
+    tx = send_timed(client, "TRAN_MSG\x01true\x02PGROUP\x01pg\x02TIMER_DELAY_SEC\x015")
+    assert tx.code == R.MESSAGE_ILLEGAL
+    assert server.store.max_offset(TIMER_TOPIC, 0) == 0 and delivered(server) == []
+    server.stop()
+    server, _ = servers(tmp_path, timer_wheel_enable=False)
+    off = send_timed(Client(server), "TIMER_DELAY_SEC\x015")
+    assert (off.code, off.remark) == (R.SYSTEM_ERROR, "accurate timer message is not enabled, timerWheelEnable is false")
 
 
 def test_a_delay_level_wins_over_timer_properties_as_in_the_reference(timed) -> None:
@@ -101,7 +96,7 @@ def test_a_delay_level_wins_over_timer_properties_as_in_the_reference(timed) -> 
     assert server.store.max_offset(TIMER_TOPIC, 0) == 0
 
 
-def test_timers_survive_a_restart_and_none_is_delivered_twice(tmp_path) -> None:
+def test_timers_survive_a_restart_and_none_is_delivered_twice(servers, tmp_path) -> None:
     server, reactor = make_server(tmp_path)
     client = Client(server)
     for seconds, key in ((1, "a"), (5, "b"), (30, "c")):
@@ -109,15 +104,12 @@ def test_timers_survive_a_restart_and_none_is_delivered_twice(tmp_path) -> None:
     reactor.advance(1.0)
     assert [m.body for m in delivered(server)] == [b"a"]
     server.stop()
-    server, reactor = make_server(tmp_path)  # the fake clock starts where the first one did
-    try:
-        assert [m.body for m in delivered(server)] == [b"a"]  # "a" is not delivered again
-        reactor.advance(5.0)
-        assert [m.body for m in delivered(server)] == [b"a", b"b"]
-        reactor.advance(25.0)
-        assert [m.body for m in delivered(server)] == [b"a", b"b", b"c"]
-    finally:
-        server.stop()
+    server, reactor = servers(tmp_path)  # the fake clock starts where the first one did
+    assert [m.body for m in delivered(server)] == [b"a"]  # "a" is not delivered again
+    reactor.advance(5.0)
+    assert [m.body for m in delivered(server)] == [b"a", b"b"]
+    reactor.advance(25.0)
+    assert [m.body for m in delivered(server)] == [b"a", b"b", b"c"]
 
 
 def test_past_its_capacity_the_service_still_delivers_every_timer_once_in_time_order(timed) -> None:
@@ -136,7 +128,7 @@ def test_past_its_capacity_the_service_still_delivers_every_timer_once_in_time_o
     assert [delays[i] for i in bodies] == sorted(delays)  # in the order they were due
 
 
-def test_timers_due_while_down_are_delivered_at_start_but_not_those_already_delivered(tmp_path) -> None:
+def test_timers_due_while_down_are_delivered_at_start_but_not_those_already_delivered(servers, tmp_path) -> None:
     server, reactor = make_server(tmp_path)
     client = Client(server)
     for seconds, key in ((1, "a"), (5, "b")):
@@ -144,11 +136,8 @@ def test_timers_due_while_down_are_delivered_at_start_but_not_those_already_deli
     reactor.advance(1.0)
     server.store.offsets.commit(TIMER_GROUP, TIMER_TOPIC, 0, 0)  # as if a kill -9 lost the progress after "a"
     server.stop()
-    server, reactor = make_server(tmp_path, started_after_s=10.0)  # down while "b" came due
-    try:
-        assert [m.body for m in delivered(server)] == [b"a", b"b"]  # "b" at start, "a" not again
-    finally:
-        server.stop()
+    server, reactor = servers(tmp_path, started_after_s=10.0)  # down while "b" came due
+    assert [m.body for m in delivered(server)] == [b"a", b"b"]  # "b" at start, "a" not again
 
 
 def test_timers_due_in_the_same_millisecond_are_all_delivered_past_the_capacity(timed) -> None:

@@ -19,7 +19,7 @@ from codec.message import BatchItem, encode_batch
 from rmqproxy.core.config import Config
 from rmqproxy.broker.permission import BrokerPermission
 
-from .harness import Client, make_server
+from .harness import Client
 
 FORBIDDEN = "the broker[127.0.0.1] sending message is forbidden"
 
@@ -48,13 +48,6 @@ def add(client: Client, broker: str = "rmqproxy-a") -> int:
     answer = client.call(C.ADD_WRITE_PERM_OF_BROKER, broker_name=broker)
     assert answer.code == R.SUCCESS, answer.remark
     return AddWritePermOfBrokerResponseHeader.from_ext(answer.ext_fields).add_topic_count
-
-
-@pytest.fixture
-def broker(tmp_path):
-    server, reactor = make_server(tmp_path)
-    yield server, reactor
-    server.stop()
 
 
 def test_wipe_hides_write_queues_refuses_writes_and_add_restores_both(broker) -> None:
@@ -122,22 +115,17 @@ def test_a_missing_broker_name_is_refused_with_its_field_named(broker) -> None:
     assert server.permission.writable
 
 
-def test_a_wiped_broker_stays_wiped_over_a_restart_until_add(tmp_path) -> None:
-    server, _ = make_server(tmp_path)
+def test_a_wiped_broker_stays_wiped_over_a_restart_until_add(servers, tmp_path) -> None:
+    server, _ = servers(tmp_path)
     wipe(Client(server))
     server.stop()
-    server, _ = make_server(tmp_path)
-    try:
-        client = Client(server)
-        assert client.call(C.SEND_MESSAGE_V2, send_header("Orders"), b"m").code == R.NO_PERMISSION
-        add(client)
-    finally:
-        server.stop()
-    server, _ = make_server(tmp_path)
-    try:
-        assert Client(server).call(C.SEND_MESSAGE_V2, send_header("Orders"), b"m").code == R.SUCCESS
-    finally:
-        server.stop()
+    server, _ = servers(tmp_path)
+    client = Client(server)
+    assert client.call(C.SEND_MESSAGE_V2, send_header("Orders"), b"m").code == R.NO_PERMISSION
+    add(client)
+    server.stop()
+    server, _ = servers(tmp_path)
+    assert Client(server).call(C.SEND_MESSAGE_V2, send_header("Orders"), b"m").code == R.SUCCESS
 
 
 def test_broker_conf_changed_since_the_wipe_wins(tmp_path) -> None:
@@ -148,18 +136,15 @@ def test_broker_conf_changed_since_the_wipe_wins(tmp_path) -> None:
     assert BrokerPermission(path, 2).perm == 2  # the operator edited broker.conf since: it wins
 
 
-def test_broker_permission_without_read_refuses_pulls_and_routes_show_it(tmp_path) -> None:
-    server, _ = make_server(tmp_path, broker_permission=2)
-    try:
-        client = Client(server)
-        assert client.call(C.SEND_MESSAGE_V2, send_header("Orders"), b"m").code == R.SUCCESS
-        assert route_perm(client, "Orders") == 2
-        answer = client.call(C.PULL_MESSAGE, consumer_group="cg", topic="Orders", queue_id=0, queue_offset=0,
-                             max_msg_nums=32, sys_flag=0, commit_offset=0, suspend_timeout_millis=0,
-                             sub_version=0)  # fmt: skip
-        assert (answer.code, answer.remark) == (R.NO_PERMISSION, "the broker[127.0.0.1] pulling message is forbidden")
-    finally:
-        server.stop()
+def test_broker_permission_without_read_refuses_pulls_and_routes_show_it(servers, tmp_path) -> None:
+    server, _ = servers(tmp_path, broker_permission=2)
+    client = Client(server)
+    assert client.call(C.SEND_MESSAGE_V2, send_header("Orders"), b"m").code == R.SUCCESS
+    assert route_perm(client, "Orders") == 2
+    answer = client.call(C.PULL_MESSAGE, consumer_group="cg", topic="Orders", queue_id=0, queue_offset=0,
+                         max_msg_nums=32, sys_flag=0, commit_offset=0, suspend_timeout_millis=0,
+                         sub_version=0)  # fmt: skip
+    assert (answer.code, answer.remark) == (R.NO_PERMISSION, "the broker[127.0.0.1] pulling message is forbidden")
 
 
 @pytest.mark.parametrize("bad", [-1, 8, 16])
