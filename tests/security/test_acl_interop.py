@@ -576,7 +576,7 @@ def test_where_rmqproxy_is_stricter_or_creates_more_than_the_reference(servers: 
     assert route["apache"].code == R.TOPIC_NOT_EXIST, route["apache"].remark
     assert route["rmqproxy"].code == R.SYSTEM_ERROR, route["rmqproxy"].remark
     assert acl_message(rmqproxy, route["rmqproxy"].remark) == "No accessKey is configured"
-    topics = call(rmqproxy.broker.server.namesrv, C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {})
+    topics = call(rmqproxy.server.namesrv, C.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {})
     assert retry not in TopicList.from_json(topics.body).topic_list, "an unsigned route request created a topic"
     assert call(apache.server.namesrv, C.GET_ROUTEINFO_BY_TOPIC, header(C.GET_ROUTEINFO_BY_TOPIC, topic=retry)).code == (
         R.TOPIC_NOT_EXIST), "the reference created it after all"
