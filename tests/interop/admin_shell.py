@@ -16,11 +16,12 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from .scenario_runner import ScenarioError, ScenarioProgram, client_log_tail
 
-__all__ = ["TOOLS_LINES", "AdminShell"]
+__all__ = ["TOOLS_LINES", "AdminShell", "ShellTarget", "poll"]
 
 #: rocketmq-tools (and the shell's own client) version per client line: what issue 30 names.
 TOOLS_LINES: dict[str, str] = {
@@ -122,3 +123,30 @@ class AdminShell:
                 self._proc.wait()
         if not self._err.closed:
             self._err.close()
+
+
+class ShellTarget(Protocol):
+    """A server under test with the shell that drives it (a test module's per-target record)."""
+
+    server: Any  # server.ScenarioServer
+    shell: AdminShell
+
+
+def failure_text(target: ShellTarget, what: str) -> str:
+    """``what``, with the shell's transcript and the server's log tail: a failure a reader can follow."""
+    return (f"{what}\n{target.shell._explain('', tail=6000)}\n--- server ({target.server.name}) log ---\n"
+            f"{target.server.log_tail(2500)}")  # fmt: skip
+
+
+def poll(target: ShellTarget, what: str, probe: Callable[[], Any], done: Callable[[Any], bool],
+         timeout: float = 20) -> Any:  # fmt: skip
+    """Call ``probe`` until ``done`` of its value holds (every 0.5 s), or fail with the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if done(value):
+            return value
+        if time.monotonic() > deadline:
+            shown = value if isinstance(value, str) else json.dumps(value)[:3000]
+            raise AssertionError(failure_text(target, f"{what}: not within {timeout:.0f}s; last:\n{shown}"))
+        time.sleep(0.5)

@@ -27,7 +27,6 @@ import concurrent.futures
 import json
 import os
 import re
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +36,7 @@ import pytest
 from tests.needs import require_java_tools
 from tests.proxy.proxied import ProxiedCluster
 
-from .admin_shell import AdminShell
+from .admin_shell import AdminShell, failure_text, poll
 from .apache_cluster import ApacheCluster
 from .scenario_checks import start_server
 from .scenario_runner import ScenarioProgram, unique_name
@@ -108,7 +107,7 @@ class Target:
         return self.server.name.startswith("apache")
 
     def fail_text(self, what: str) -> str:
-        return f"{what}\n{self.shell._explain('', tail=6000)}\n--- server ({self.server.name}) log ---\n{self.server.log_tail(2500)}"
+        return failure_text(self, what)
 
 
 def reference_gap(env: Target, call: str, reply: dict[str, Any]) -> None:
@@ -116,18 +115,6 @@ def reference_gap(env: Target, call: str, reply: dict[str, Any]) -> None:
     if env.reference() and call in REFERENCE_GAPS:
         assert _NOT_SUPPORTED_351 in reply.get("thrown", ""), env.fail_text(f"expected the reference gap: {reply}")
         pytest.xfail(REFERENCE_GAPS[call])
-
-
-def poll(env: Target, what: str, probe: Callable[[], Any], done: Callable[[Any], bool], timeout: float = 20) -> Any:
-    """Call ``probe`` until ``done`` of its value holds (every 0.3 s), or fail with the last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(env.fail_text(f"{what}: not within {timeout:.0f}s; last:\n{json.dumps(value)[:3000]}"))
-        time.sleep(0.3)
 
 
 def fast_port(addr: str) -> str:

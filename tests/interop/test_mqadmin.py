@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ import pytest
 
 from tests.needs import require_java_tools
 
-from .admin_shell import TOOLS_LINES, AdminShell
+from .admin_shell import TOOLS_LINES, AdminShell, failure_text, poll
 from .scenario_checks import reference_gap, servers_fixture
 from .scenario_runner import ScenarioProgram, unique_name
 from .server import ScenarioServer
@@ -69,7 +69,7 @@ class Env:
         return ("-t", self.topic) if self.line == "5" else ()
 
     def fail_text(self, what: str) -> str:
-        return f"{what}\n{self.shell._explain('', tail=6000)}\n--- server ({self.server.name}) log ---\n{self.server.log_tail(2500)}"
+        return failure_text(self, what)
 
 
 @pytest.fixture(scope="module", params=list(TOOLS_LINES), ids=lambda line: f"tools-{TOOLS_LINES[line]}")
@@ -135,19 +135,6 @@ def apache_gap(env: Env, name: str, reply: dict[str, Any]) -> None:
     if gap:
         assert "not supported" in text(reply), env.fail_text(f"expected the reference gap ({gap})")
         pytest.xfail(gap)
-
-
-def poll(env: Env, what: str, probe: Callable[[], Any], done: Callable[[Any], bool], timeout: float = 20) -> Any:
-    """Call ``probe`` until ``done`` of its value holds (every 0.5 s), or fail with the last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            shown = value if isinstance(value, str) else json.dumps(value)[:3000]
-            raise AssertionError(env.fail_text(f"{what}: not within {timeout:.0f}s; last:\n{shown}"))
-        time.sleep(0.5)
 
 
 def rows_of(stdout: str, first: str) -> list[list[str]]:
