@@ -148,9 +148,7 @@ def bench_recovery(root: Path, gib: float) -> dict:
     out["from_checkpoint_s"] = round(time.perf_counter() - start, 3)
     out["from_checkpoint_records_rescanned"] = store.recovered_records
     checks = [store.max_offset("BenchTopic", q) for q in range(QUEUES)]
-    store._stop.set()  # leave it as crashed again: no clean stop marker
-    store._wake.set()
-    store._flusher.join()
+    store.flusher.stop()  # leave it as crashed again: no clean stop marker
     store.commitlog.close()
     # 2. Worst case: the checkpoint is lost, every record of the log is validated and re-indexed.
     (root / "checkpoint").unlink()

@@ -153,7 +153,7 @@ def test_the_store_refuses_a_consume_queue_outside_itself(broker) -> None:
     server, _reactor, tmp_path = broker
     for topic in (UP, "..", "a/b", "/tmp/x"):
         with pytest.raises(ValueError, match="outside the store"):
-            server.store._queue_dir(topic, 0)
+            server.store.queue_table.directory(topic, 0)
         ticket = server.store.put(Message(topic, b"x", {}, queue_id=0))
         assert ticket.result.status == PutStatus.MESSAGE_ILLEGAL and "outside the store" in ticket.result.remark
     assert_nothing_outside_the_store(tmp_path)

@@ -35,14 +35,11 @@ def msg(topic: str = "T", body: bytes = b"body", queue_id: int = 0, **props: str
 def crash(store: MessageStore) -> None:
     """Stop a store as a kill -9 would leave it: no final flush, checkpoint or clean marker.
     (Its mapped pages stay in the page cache, as they do when a process dies.)"""
-    store._stop.set()
-    store._wake.set()
-    store._flusher.join()
+    store.flusher.stop()
     store._closed = True
     store._started = False
     store.commitlog.close()
-    for cq in store._queues.values():
-        cq.close()
+    store.queue_table.close()
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ def test_unknown_queue_is_no_matched_logic_queue(open_store) -> None:
 def test_empty_queue_is_no_message_in_queue(open_store) -> None:
     store = open_store()
     store.put(msg("T", queue_id=1))  # creates topic T; queue 0 gets a file only when written
-    store._queue("T", 0)
+    store.queue_table.open("T", 0)
     r = store.get_message("g", "T", 0, 3, 32)
     assert (r.status, r.next_begin_offset, r.max_offset) == (GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0)
 

@@ -71,7 +71,7 @@ def test_a_failed_checkpoint_write_refuses_puts_until_room_only_when_the_disk_wa
     """A full disk makes puts wait for room (``check_disk`` gives them back); any other write error
     means the disk cannot be trusted, and puts stay refused until a restart."""
     from rmqproxy.broker.store import MessageStore, PutStatus
-    from rmqproxy.broker.store.store import _Flushed
+    from rmqproxy.broker.store.flush import FlushRound
 
     from .conftest import SMALL, msg
 
@@ -79,7 +79,7 @@ def test_a_failed_checkpoint_write_refuses_puts_until_room_only_when_the_disk_wa
     store.start()
     try:
         assert store.put(msg()).result.ok
-        store._on_flushed(_Flushed(store.commitlog.write_pos, None, OSError(error, os.strerror(error))))
+        store._on_flushed(FlushRound(store.commitlog.write_pos, None, OSError(error, os.strerror(error))))
         refused = store.put(msg()).result
         assert refused.status == PutStatus.SERVICE_NOT_AVAILABLE
         assert ("disk is full" in refused.remark) == recovers

@@ -1,25 +1,24 @@
 """The embedded durable message store (commit log, consume queues, offsets, recovery).
 
-``MessageStore`` is the facade; see ``store.py`` for its invariants. The store imports the
-codec and nothing of the network layer.
+``MessageStore`` (``store.py``) is the facade, with the store's invariants; ``model.py`` holds the
+types callers see. The store imports the codec and the core, and nothing of the network layer.
 """
 
-from .store import (
-    FLUSH_ASYNC,
-    FLUSH_SYNC,
-    Arrival,
+from ...core.config import FLUSH_ASYNC, FLUSH_SYNC
+from ...core.hold import Arrival
+from .model import (
     CompletionQueue,
     GetResult,
     GetStatus,
     MessageFilter,
-    MessageStore,
     PutResult,
     PutStatus,
     PutTicket,
     StoreConfig,
     TagFilter,
-    used_ratio,
 )
+from .retention import used_ratio
+from .store import MessageStore
 
 __all__ = [
     "FLUSH_ASYNC",

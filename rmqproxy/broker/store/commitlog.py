@@ -15,7 +15,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from codec.errors import MessageError
-from codec.message import MAGIC_V1, MAGIC_V2, PHYSICAL_OFFSET_AT, Message, decode_message
+from codec.message import (
+    MAGIC_V1,
+    MAGIC_V2,
+    PHYSICAL_OFFSET_AT,
+    STORE_TIMESTAMP_END_V6,
+    Message,
+    decode_message,
+    record_store_timestamp,
+)
 
 from .mapped import Allocate, Prefaulter, Segment, SegmentQueue, zero_range
 
@@ -119,6 +127,13 @@ class CommitLog:
             return None
         total, magic = _HEAD.unpack_from(segment.mm, phys - segment.base)
         return total if magic in (MAGIC_V1, MAGIC_V2) and total > 0 else None
+
+    def store_time(self, phys: int) -> int | None:
+        """STORETIMESTAMP of the record at ``phys``, or None (deleted, or beyond the end)."""
+        segment = self.files.segment_for(phys)
+        if segment is None or phys + STORE_TIMESTAMP_END_V6 > self.write_pos:
+            return None
+        return record_store_timestamp(segment.mm, phys - segment.base)
 
     def roll_next(self, phys: int) -> int:
         """Start of the segment after the one holding ``phys`` (``CommitLog.rollNextFile``)."""
