@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from twisted.logger import globalLogPublisher
 
 from codec.bodies import ConsumerData, HeartbeatData, ProducerData, build_subscription
+from codec.codes import FLAG_ONEWAY
 from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.command import RemotingCommand
@@ -19,8 +20,7 @@ from codec.headers import REQUEST_HEADERS
 from rmqproxy.broker.acl import AclError, address_matcher, load_rules, signature
 from rmqproxy.cli import main
 
-from ..server.harness import Client, make_server
-from ..server.harness import send_header
+from ..server.harness import Client, make_server, send_header
 
 SECRET = "secret-of-alice"
 ACL = """
@@ -64,6 +64,7 @@ class Signed(Client):
         self.access_key, self.secret = access_key, secret
 
     def send(self, code: int, header: Any = None, body: bytes = b"", *, flag: int = 0, ext=None, **fields) -> int:
+        """The harness client's request, its fields signed."""
         if header is None and fields:
             header = REQUEST_HEADERS[code].cls(**fields)
         ext = dict(REQUEST_HEADERS[code].encode(header) if header is not None else ext or {})
@@ -71,23 +72,11 @@ class Signed(Client):
             ext["AccessKey"] = self.access_key
         if self.secret is not None:
             ext["Signature"] = signature(self.secret, ext, body, self.version)
-        command = RemotingCommand(code=code, flag=flag, ext_fields=ext, body=body, version=self.version)
-        opaque, data = self.peer.request(command)
-        self.conn.dataReceived(data)
-        return opaque
+        return super().send(code, body=body, flag=flag, ext=ext)
 
 
 def acl_server(tmp_path: Path, text: str = ACL):
     return make_server(tmp_path, acl_enable=True, rocketmq_home=str(acl_home(tmp_path, text)))
-
-
-def send(client: Client, topic: str, body: bytes = b"x") -> RemotingCommand:
-    return client.call(C.SEND_MESSAGE_V2, send_header(topic, 0), body)
-
-
-def pull(client: Client, topic: str, group: str) -> RemotingCommand:
-    return client.call(C.PULL_MESSAGE, consumer_group=group, topic=topic, queue_id=0, queue_offset=0, max_msg_nums=32,
-                       sys_flag=0, commit_offset=0, suspend_timeout_millis=0, sub_version=0)  # fmt: skip
 
 
 def denied(answer: RemotingCommand, message: str) -> bool:
@@ -114,9 +103,10 @@ def test_a_signed_client_sends_and_pulls_what_its_account_allows(tmp_path) -> No
     server, _ = acl_server(tmp_path)
     try:
         alice = Signed(server, "alice-key", SECRET)
-        assert send(alice, "T").code == R.SUCCESS
-        assert pull(alice, "T", "readers").code == R.SUCCESS
-        assert pull(alice, "ReadOnly", "readers").code == R.TOPIC_NOT_EXIST  # past the ACL: the broker's own answer
+        assert alice.send_message("T").code == R.SUCCESS
+        assert alice.answer(alice.pull_message("T", 0, group="readers"), required=True).code == R.SUCCESS
+        read_only = alice.answer(alice.pull_message("ReadOnly", 0, group="readers"), required=True)
+        assert read_only.code == R.TOPIC_NOT_EXIST  # past the ACL: the broker's own answer
         assert Signed(server, None, None).call(C.GET_ROUTEINFO_BY_TOPIC, topic="T").code == R.SUCCESS  # open
     finally:
         server.stop()
@@ -125,14 +115,15 @@ def test_a_signed_client_sends_and_pulls_what_its_account_allows(tmp_path) -> No
 def test_each_refusal_is_the_references_code_and_text(tmp_path) -> None:
     server, _ = acl_server(tmp_path)
     try:
-        assert denied(send(Signed(server, None, None), "T"), "No accessKey is configured")
-        assert denied(send(Signed(server, "mallory-key", SECRET), "T"), "No acl config for mallory-key")
-        assert denied(send(Signed(server, "alice-key", "wrong-secret"), "T"), "Check signature failed for accessKey=alice-key")
-        assert denied(send(Signed(server, "alice-key", None), "T"), "Check signature failed for accessKey=alice-key")
+        assert denied(Signed(server, None, None).send_message("T"), "No accessKey is configured")
+        assert denied(Signed(server, "mallory-key", SECRET).send_message("T"), "No acl config for mallory-key")
+        assert denied(Signed(server, "alice-key", "wrong-secret").send_message("T"), "Check signature failed for accessKey=alice-key")
+        assert denied(Signed(server, "alice-key", None).send_message("T"), "Check signature failed for accessKey=alice-key")
         alice = Signed(server, "alice-key", SECRET)
-        assert denied(send(alice, "Other"), "No default permission for topic:Other")  # default DENY
-        assert denied(send(alice, "ReadOnly"), "No default permission for topic:ReadOnly")  # SUB only
-        assert denied(pull(alice, "T", "blocked"), "No default permission for group:blocked")
+        assert denied(alice.send_message("Other"), "No default permission for topic:Other")  # default DENY
+        assert denied(alice.send_message("ReadOnly"), "No default permission for topic:ReadOnly")  # SUB only
+        blocked = alice.answer(alice.pull_message("T", 0, group="blocked"), required=True)
+        assert denied(blocked, "No default permission for group:blocked")
         create = alice.call(C.UPDATE_AND_CREATE_TOPIC, topic="New", default_topic="TBW102", read_queue_nums=4,
                             write_queue_nums=4, perm=6, topic_filter_type="SINGLE_TAG", topic_sys_flag=0, order=False)  # fmt: skip
         assert denied(create, "Need admin permission for request code=17, but accessKey=alice-key is not")
@@ -153,8 +144,8 @@ def test_an_admin_account_administers_and_a_denial_never_shows_a_secret(tmp_path
         create = admin.call(C.UPDATE_AND_CREATE_TOPIC, topic="New", default_topic="TBW102", read_queue_nums=4,
                             write_queue_nums=4, perm=6, topic_filter_type="SINGLE_TAG", topic_sys_flag=0, order=False)  # fmt: skip
         assert create.code == R.SUCCESS and server.topics.get("New") is not None
-        assert send(admin, "Anything").code == R.SUCCESS  # an admin without perms of its own may do all
-        wrong = send(Signed(server, "alice-key", "not-" + SECRET), "T")
+        assert admin.send_message("Anything").code == R.SUCCESS  # an admin without perms of its own may do all
+        wrong = Signed(server, "alice-key", "not-" + SECRET).send_message("T")
         assert "not-" not in (wrong.remark or "")
     finally:
         server.stop()
@@ -170,12 +161,12 @@ def test_whitelists_skip_what_the_reference_skips(tmp_path) -> None:
     try:
         anyone = Signed(server, None, None)
         anyone.conn.ip = "10.9.9.200"
-        assert send(anyone, "Whatever").code == R.SUCCESS
+        assert anyone.send_message("Whatever").code == R.SUCCESS
         office = Signed(server, "office-key", None)  # the harness's clients come from 10.0.0.5
-        assert send(office, "Whatever").code == R.SUCCESS
+        assert office.send_message("Whatever").code == R.SUCCESS
         office.conn.ip = "10.0.0.6"
-        assert denied(send(office, "Whatever"), "Check signature failed for accessKey=office-key")
-        assert send(Signed(server, "office-key", "secret-of-office"), "Whatever").code == R.SUCCESS
+        assert denied(office.send_message("Whatever"), "Check signature failed for accessKey=office-key")
+        assert Signed(server, "office-key", "secret-of-office").send_message("Whatever").code == R.SUCCESS
     finally:
         server.stop()
 
@@ -223,7 +214,7 @@ def test_a_denied_oneway_request_gets_no_answer_and_is_counted(tmp_path) -> None
     server, _ = acl_server(tmp_path)
     try:
         client = Signed(server, "alice-key", "wrong-secret")
-        client.send(C.SEND_MESSAGE_V2, send_header("T", 0), b"x", flag=0x2)
+        client.send(C.SEND_MESSAGE_V2, send_header("T", 0), b"x", flag=FLAG_ONEWAY)
         assert client.read() == []
         assert server.rejections.counts == {"acl_signature": 1}
     finally:
@@ -235,23 +226,23 @@ def test_a_changed_file_takes_effect_without_a_restart_and_a_bad_one_changes_not
     acl_file = tmp_path / "home" / "conf" / "plain_acl.yml"
     try:
         alice = Signed(server, "alice-key", SECRET)
-        assert denied(send(alice, "Other"), "No default permission for topic:Other")
+        assert denied(alice.send_message("Other"), "No default permission for topic:Other")
         acl_file.write_text(ACL.replace("defaultTopicPerm: DENY", "defaultTopicPerm: PUB"))
         os.utime(acl_file, ns=(1, 2))  # another modification time, however coarse the file system's clock
         reactor.advance(5)
-        assert send(alice, "Other").code == R.SUCCESS
+        assert alice.send_message("Other").code == R.SUCCESS
         acl_file.write_text("accounts:\n  - accessKey: short\n    secretKey: x\n")  # refused by the rules
         os.utime(acl_file, ns=(3, 4))
         reactor.advance(5)
-        assert send(alice, "Other").code == R.SUCCESS  # the rules in force stay
+        assert alice.send_message("Other").code == R.SUCCESS  # the rules in force stay
         (tmp_path / "home" / "conf" / "acl").mkdir()
         (tmp_path / "home" / "conf" / "acl" / "team.yml").write_text(
             "accounts:\n  - accessKey: team-key\n    secretKey: secret-of-team\n    defaultTopicPerm: PUB\n")
         acl_file.write_text(ACL)
         os.utime(acl_file, ns=(5, 6))
         reactor.advance(5)
-        assert send(Signed(server, "team-key", "secret-of-team"), "Other").code == R.SUCCESS
-        assert denied(send(alice, "Other"), "No default permission for topic:Other")
+        assert Signed(server, "team-key", "secret-of-team").send_message("Other").code == R.SUCCESS
+        assert denied(alice.send_message("Other"), "No default permission for topic:Other")
     finally:
         server.stop()
 

@@ -117,12 +117,13 @@ class Client(Endpoint):
         self.conn.dataReceived(data)
         return opaque
 
-    def answer(self, opaque: int) -> RemotingCommand | None:
-        """The response to request ``opaque``, if the server has written it."""
+    def answer(self, opaque: int, *, required: bool = False) -> RemotingCommand | None:
+        """The response to request ``opaque``, if the server has written it (``required``: asserts it has)."""
         self.read()
         for command in self.received:
             if command.is_response and command.opaque == opaque:
                 return command
+        assert not required, f"no answer to request {opaque}"
         return None
 
     def send_message(self, topic: str, body: bytes = b"x", queue_id: int = 0, tags: str | None = None,

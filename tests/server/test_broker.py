@@ -99,7 +99,7 @@ def test_pull_without_a_registered_subscription_is_served_unfiltered(broker) -> 
     client.heartbeat("cg", {"T": "TagA"})
     newer = client.answer(client.pull_message("T", 0, sub_version=2))  # the client's subscription is newer
     assert len(decode_messages(newer.body)) == 2  # unfiltered: the client filters by tag itself
-    answer = client.answer(client.pull_message("T", 0, sys_flag=0x4, subscription="TagB"))
+    answer = client.answer(client.pull_message("T", 0, sys_flag=PullSysFlag.SUBSCRIPTION, subscription="TagB"))
     assert [m.body for m in decode_messages(answer.body)] == [b"b"]
 
 
@@ -189,7 +189,7 @@ def test_commit_offset_flag_and_offset_queries(broker) -> None:
     strict = client.call(C.QUERY_CONSUMER_OFFSET, consumer_group="cg", topic="T", queue_id=0,
                          set_zero_if_not_found=False)  # fmt: skip
     assert strict.code == R.QUERY_NOT_FOUND
-    client.answer(client.pull_message("T", 3, sys_flag=0x1, commit_offset=2))
+    client.answer(client.pull_message("T", 3, sys_flag=PullSysFlag.COMMIT_OFFSET, commit_offset=2))
     assert client.call(C.QUERY_CONSUMER_OFFSET, consumer_group="cg", topic="T", queue_id=0).ext_fields["offset"] == "2"
     client.send(C.UPDATE_CONSUMER_OFFSET, flag=FLAG_ONEWAY, consumer_group="cg", topic="T", queue_id=0, commit_offset=4)
     assert client.read() == []  # oneway: no answer

@@ -13,33 +13,9 @@ import pytest
 from codec.bodies import BrokerStatsData, ConsumeStats, ConsumeStatsList
 from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
-from codec.headers import SendMessageRequestHeader
 from rmqproxy.broker.brokerstats import java_double, next_midnight
 
-from .harness import Client
-
-
-def send_header(topic: str, queue_id: int = 0, properties: str = "WAIT\x01true") -> SendMessageRequestHeader:
-    return SendMessageRequestHeader(
-        producer_group="pg", topic=topic, default_topic="TBW102", default_topic_queue_nums=4, queue_id=queue_id,
-        sys_flag=0, born_timestamp=1, flag=0, properties=properties,
-    )  # fmt: skip
-
-
-def send(client: Client, topic: str, body: bytes = b"x", queue_id: int = 0, count: int = 1,
-         properties: str = "WAIT\x01true") -> None:  # fmt: skip
-    for _ in range(count):
-        assert client.call(C.SEND_MESSAGE_V2, send_header(topic, queue_id, properties), body).code == R.SUCCESS
-
-
-def pull(client: Client, topic: str, offset: int, group: str = "cg", queue_id: int = 0, max_msgs: int = 32,
-         code: int = R.SUCCESS):  # fmt: skip
-    answer = client.answer(client.send(
-        C.PULL_MESSAGE, consumer_group=group, topic=topic, queue_id=queue_id, queue_offset=offset, max_msg_nums=max_msgs,
-        sys_flag=0, commit_offset=0, suspend_timeout_millis=15000, sub_version=0,
-    ))  # fmt: skip
-    assert answer is not None and answer.code == code
-    return answer
+from .harness import Client, send_header
 
 
 def view(client: Client, name: str, key: str) -> BrokerStatsData:
@@ -65,14 +41,14 @@ def runtime(client: Client) -> dict[str, str]:
 def test_topic_puts_fill_the_minute_hour_and_day_windows_as_the_reference_samples_them(broker) -> None:
     server, reactor = broker
     client = Client(server)
-    send(client, "T", b"abcd", count=6)
+    assert [client.send_message("T", b"abcd").code for _ in range(6)] == [R.SUCCESS] * 6
     assert figures(view(client, "TOPIC_PUT_NUMS", "T")) == [(0, 0.0, 0.0)] * 3  # nothing sampled yet
     reactor.advance(10)  # first minute sample: after a zero one 10 s earlier
     assert figures(view(client, "TOPIC_PUT_NUMS", "T"))[0] == (6, 0.6, 1.0)
     size = server.store.message_at("T", 0, 0).store_size
     assert view(client, "TOPIC_PUT_SIZE", "T").stats_minute.sum == 6 * size
     assert view(client, "BROKER_PUT_NUMS", server.config.cluster_name).stats_minute.sum == 6
-    send(client, "T", count=3)
+    assert [client.send_message("T").code for _ in range(3)] == [R.SUCCESS] * 3
     reactor.advance(10)
     assert figures(view(client, "TOPIC_PUT_NUMS", "T"))[0] == (9, 9 / 20, 1.0)
     for _ in range(6):  # a minute later the window has slid past every put
@@ -97,10 +73,12 @@ def test_pulls_count_per_topic_at_group_and_make_consume_tps(broker) -> None:
     server, reactor = broker
     client = Client(server)
     client.heartbeat("cg", {"T": "*"})
-    send(client, "T", b"12345", count=10)
-    body_bytes = len(pull(client, "T", 0, max_msgs=4).body)
-    pull(client, "T", 4)
-    pull(client, "T", 0, group="other")
+    assert [client.send_message("T", b"12345").code for _ in range(10)] == [R.SUCCESS] * 10
+    first = client.answer(client.pull_message("T", 0, max_msg_nums=4), required=True)
+    assert first.code == R.SUCCESS
+    body_bytes = len(first.body)
+    assert client.answer(client.pull_message("T", 4), required=True).code == R.SUCCESS
+    assert client.answer(client.pull_message("T", 0, group="other"), required=True).code == R.SUCCESS
     reactor.advance(10)
     get = view(client, "GROUP_GET_NUMS", "T@cg")
     assert figures(get)[0] == (10, 1.0, 5.0)  # two pulls: 10 messages, 5 per pull
@@ -118,7 +96,7 @@ def test_pulls_count_per_topic_at_group_and_make_consume_tps(broker) -> None:
 def test_send_back_counts_under_the_original_topic_and_group(broker) -> None:
     server, _reactor = broker
     client = Client(server)
-    send(client, "T")
+    assert client.send_message("T").code == R.SUCCESS
     phys = server.store.message_at("T", 0, 0).physical_offset
     for _ in range(2):
         assert client.call(C.CONSUMER_SEND_MSG_BACK, offset=phys, group="cg", delay_level=1,
@@ -131,7 +109,7 @@ def test_keys_past_max_stats_keys_count_only_in_the_broker_totals(servers, tmp_p
     server, reactor = servers(tmp_path, max_stats_keys=2)
     client = Client(server)
     for topic in ("A", "B", "C"):
-        send(client, topic)
+        assert client.send_message(topic).code == R.SUCCESS
     reactor.advance(10)
     assert view(client, "TOPIC_PUT_NUMS", "B").stats_minute.sum == 1
     refused = client.call(C.VIEW_BROKER_STATS_DATA, stats_name="TOPIC_PUT_NUMS", stats_key="C")
@@ -143,8 +121,8 @@ def test_keys_past_max_stats_keys_count_only_in_the_broker_totals(servers, tmp_p
 def test_deleting_a_topic_drops_its_items(broker) -> None:
     server, reactor = broker
     client = Client(server)
-    send(client, "T")
-    pull(client, "T", 0)
+    assert client.send_message("T").code == R.SUCCESS
+    assert client.answer(client.pull_message("T", 0), required=True).code == R.SUCCESS
     assert client.call(C.DELETE_TOPIC_IN_BROKER, topic="T").code == R.SUCCESS
     for name, key in (("TOPIC_PUT_NUMS", "T"), ("GROUP_GET_NUMS", "T@cg")):
         assert client.call(C.VIEW_BROKER_STATS_DATA, stats_name=name, stats_key=key).code == R.SYSTEM_ERROR
@@ -155,9 +133,9 @@ def test_broker_consume_stats_lists_every_group_with_diffs_and_tps(broker) -> No
     server, reactor = broker
     client = Client(server)
     client.heartbeat("cg", {"T": "*"})
-    send(client, "T", count=5)
-    send(client, "U", count=2)
-    pull(client, "T", 0)
+    assert [client.send_message("T").code for _ in range(5)] == [R.SUCCESS] * 5
+    assert [client.send_message("U").code for _ in range(2)] == [R.SUCCESS] * 2
+    assert client.answer(client.pull_message("T", 0), required=True).code == R.SUCCESS
     client.call(C.UPDATE_CONSUMER_OFFSET, consumer_group="cg", topic="T", queue_id=0, commit_offset=3)
     client.call(C.UPDATE_CONSUMER_OFFSET, consumer_group="other", topic="U", queue_id=0, commit_offset=1)
     reactor.advance(10)
@@ -182,8 +160,8 @@ def test_runtime_info_rates_over_10_60_600_seconds(broker) -> None:
     server, reactor = broker
     client = Client(server)
     tick(reactor, 5)
-    send(client, "T", count=20)
-    pull(client, "T", 0)
+    assert [client.send_message("T").code for _ in range(20)] == [R.SUCCESS] * 20
+    assert client.answer(client.pull_message("T", 0), required=True).code == R.SUCCESS
     tick(reactor, 6)  # 11 one-second samples: the 10 s span is there, the others not yet
     table = runtime(client)
     assert table["putTps"] == "2.0  " and table["getTransferedTps"] == "2.0  " == table["getTransferredTps"]
@@ -228,8 +206,9 @@ DISTRIBUTION = re.compile(
 def test_runtime_info_has_every_key_of_a_4_9_7_broker(broker) -> None:
     server, reactor = broker
     client = Client(server)
-    send(client, "T", count=3)
-    send(client, "Later", properties="DELAY\x011\x02WAIT\x01true")  # delay level 1: 1 s
+    assert [client.send_message("T").code for _ in range(3)] == [R.SUCCESS] * 3
+    later = send_header("Later", props="DELAY\x011\x02WAIT\x01true")  # delay level 1: 1 s
+    assert client.call(C.SEND_MESSAGE_V2, later, b"x").code == R.SUCCESS
     tick(reactor, 2)
     table = runtime(client)
     assert REFERENCE_KEYS <= set(table), sorted(REFERENCE_KEYS - set(table))
@@ -259,10 +238,10 @@ def test_runtime_tps_move_with_puts_and_pulls_found_and_missed(broker) -> None:
     server, reactor = broker
     client = Client(server)
     tick(reactor, 5)
-    send(client, "T", count=20)
-    pull(client, "T", 0)  # found: 20 messages
-    for offset in (20, 25):  # past the end: found none
-        pull(client, "T", offset, code=R.PULL_NOT_FOUND if offset == 20 else R.PULL_OFFSET_MOVED)
+    assert [client.send_message("T").code for _ in range(20)] == [R.SUCCESS] * 20
+    assert client.answer(client.pull_message("T", 0), required=True).code == R.SUCCESS  # found: 20 messages
+    for offset, code in ((20, R.PULL_NOT_FOUND), (25, R.PULL_OFFSET_MOVED)):  # past the end: found none
+        assert client.answer(client.pull_message("T", offset), required=True).code == code
     tick(reactor, 6)  # 11 one-second samples: the 10 s span is there, the others not yet
     table = runtime(client)
     assert (table["putTps"], table["getFoundTps"], table["getMissTps"], table["getTransferedTps"]) == \
@@ -285,7 +264,7 @@ def test_runtime_put_times_describe_the_last_minute(servers, tmp_path) -> None:
     assert (table["putMessageDistributeTime"], table["putLatency99"], table["putLatency999"],
             table["putMessageEntireTimeMax"]) == ("null", "0.00", "0.00", "0")  # the reference before a minute
     for wait_s in (0.0, 0.0255, 0.0255):  # a SYNC_FLUSH put ends when its fsync is back on the reactor
-        opaque = client.send(C.SEND_MESSAGE_V2, send_header("T"), b"x")
+        opaque = client.send(C.SEND_MESSAGE_V2, send_header("T", props="WAIT\x01true"), b"x")
         reactor.advance(wait_s)
         while client.answer(opaque) is None:
             assert reactor.run_thread_calls(timeout=5) > 0
@@ -306,14 +285,14 @@ def test_runtime_put_times_describe_the_last_minute(servers, tmp_path) -> None:
 def test_morning_totals_are_taken_at_each_local_midnight(broker) -> None:
     server, reactor = broker
     client = Client(server)
-    send(client, "T", count=3)
-    pull(client, "T", 0)
+    assert [client.send_message("T").code for _ in range(3)] == [R.SUCCESS] * 3
+    assert client.answer(client.pull_message("T", 0), required=True).code == R.SUCCESS
     table = runtime(client)
     assert [table[k] for k in ("msgPutTotalTodayMorning", "msgPutTotalYesterdayMorning", "msgPutTotalTodayNow")] == \
         ["0", "0", "3"]  # fmt: skip
     midnight = next_midnight(reactor.seconds())
     reactor.advance(midnight - reactor.seconds() + 1)
-    send(client, "T", count=4)
+    assert [client.send_message("T").code for _ in range(4)] == [R.SUCCESS] * 4
     table = runtime(client)
     assert (table["msgPutTotalTodayMorning"], table["msgGetTotalTodayMorning"], table["msgPutTotalTodayNow"]) == \
         ("3", "3", "7")  # fmt: skip
@@ -334,6 +313,6 @@ def test_rates_are_written_as_java_writes_a_double(value: float, text: str) -> N
 def test_statistics_are_kept_with_metrics_disabled(servers, tmp_path) -> None:
     server, reactor = servers(tmp_path, metrics_exporter="DISABLE")
     client = Client(server)
-    send(client, "T", count=2)
+    assert [client.send_message("T").code for _ in range(2)] == [R.SUCCESS] * 2
     reactor.advance(10)
     assert view(client, "TOPIC_PUT_NUMS", "T").stats_minute.sum == 2

@@ -7,21 +7,10 @@ import pytest
 
 from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
-from codec.headers import SendMessageRequestHeader
 
-from .harness import Client, make_server
+from .harness import Client, make_server, send_header
 
 SMALL_LOG = {"commit_log_segment_size": 64 * 1024, "file_reserved_time_hours": 0.05}  # 180 s
-
-
-def send(client: Client, topic: str, body: bytes = b"x", props: str = "WAIT\x01true", queue_id: int = 0):
-    header = SendMessageRequestHeader(
-        producer_group="pg", topic=topic, default_topic="TBW102", default_topic_queue_nums=2, queue_id=queue_id,
-        sys_flag=0, born_timestamp=1, flag=0, properties=props,
-    )  # fmt: skip
-    answer = client.call(C.SEND_MESSAGE_V2, header, body)
-    assert answer.code == R.SUCCESS, answer.remark
-    return answer
 
 
 def clean(client: Client, code: int) -> None:
@@ -38,9 +27,10 @@ def test_clean_unused_topic_removes_deleted_topics_queues_and_offsets_only(broke
     server, _ = broker
     client = Client(server)
     for topic in ("Old", "Live"):
-        send(client, topic, queue_id=0)
-        send(client, topic, queue_id=1)
-    send(client, "Live", props="DELAY\x013\x02WAIT\x01true")  # waits in SCHEDULE_TOPIC_XXXX
+        assert client.send_message(topic, queue_id=0).code == R.SUCCESS
+        assert client.send_message(topic, queue_id=1).code == R.SUCCESS
+    delayed = send_header("Live", props="DELAY\x013\x02WAIT\x01true")  # waits in SCHEDULE_TOPIC_XXXX
+    assert client.call(C.SEND_MESSAGE_V2, delayed, b"x").code == R.SUCCESS
     server.store.offsets.commit("cg", "Live", 0, 1)
     server.topics.delete("Old")  # out of the table, its queues left (topics.json edited by hand, or a deleteTopic before this release)
     server.store.offsets.commit("cg", "Old", 0, 1)  # a consumer committed after that
@@ -60,7 +50,7 @@ def test_a_topic_left_with_queues_comes_back_at_restart_unless_cleaned_and_a_del
     server, _ = make_server(tmp_path)
     client = Client(server)
     for topic in ("Old", "Cleaned", "Deleted"):
-        send(client, topic)
+        assert client.send_message(topic).code == R.SUCCESS
     server.topics.delete("Old")  # out of the table, its queues left (topics.json edited by hand, or a deleteTopic before this release)
     server.topics.delete("Cleaned")
     server.store.destroy_queue("Cleaned", 0)  # what cleanUnusedTopic does
@@ -76,7 +66,7 @@ def test_delete_expired_commit_log_deletes_expired_segments_now(broker) -> None:
     server, reactor = broker
     client = Client(server)
     for _ in range(12):  # 20 KB each: four 64 KiB segments
-        send(client, "Big", bytes(20_000))
+        assert client.send_message("Big", bytes(20_000)).code == R.SUCCESS
     clean(client, C.DELETE_EXPIRED_COMMITLOG)
     assert server.store.min_physical_offset == 0  # young: kept
     reactor.advance(200)  # past the 180 s reserved time, before the 10-minute retention tick
@@ -91,11 +81,11 @@ def test_clean_expired_cq_destroys_only_unreadable_queues_of_deleted_topics(brok
     server, reactor = broker
     client = Client(server)
     for topic in ("OldExpired", "LiveExpired", "OldYoung"):
-        send(client, topic, bytes(30_000))
-    for _ in range(3):
-        send(client, "Filler", bytes(30_000))  # the expired ones' segment is full and not the last
+        assert client.send_message(topic, bytes(30_000)).code == R.SUCCESS
+    for _ in range(3):  # the expired ones' segment is full and not the last
+        assert client.send_message("Filler", bytes(30_000)).code == R.SUCCESS
     reactor.advance(200)
-    send(client, "OldYoung", bytes(30_000))
+    assert client.send_message("OldYoung", bytes(30_000)).code == R.SUCCESS
     for topic in ("OldExpired", "OldYoung"):
         server.topics.delete(topic)  # out of the table, its queues left (topics.json edited by hand, or a deleteTopic before this release)
     clean(client, C.DELETE_EXPIRED_COMMITLOG)
@@ -108,13 +98,15 @@ def test_clean_expired_cq_destroys_only_unreadable_queues_of_deleted_topics(brok
     assert ("LiveExpired", 0) in queues and server.store.max_offset("LiveExpired", 0) == 1  # offsets go on
     assert ("OldYoung", 0) in queues and server.store.message_at("OldYoung", 0, 1) is not None
     assert not (tmp_path / "store" / "consumequeue" / "OldExpired").exists()
-    assert send(client, "LiveExpired").ext_fields["queueOffset"] == "1"
+    again = client.send_message("LiveExpired")
+    assert again.code == R.SUCCESS
+    assert again.ext_fields["queueOffset"] == "1"
 
 
 def test_clean_commands_leave_a_fresh_broker_as_it_is(broker) -> None:
     server, _ = broker
     client = Client(server)
-    send(client, "T")
+    assert client.send_message("T").code == R.SUCCESS
     before = server.store.queues()
     for code in (C.CLEAN_EXPIRED_CONSUMEQUEUE, C.CLEAN_UNUSED_TOPIC, C.DELETE_EXPIRED_COMMITLOG):
         clean(client, code)

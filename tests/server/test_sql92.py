@@ -117,10 +117,10 @@ def test_a_selector_sent_with_the_pull_filters_it_and_one_that_does_not_compile_
     for i in range(6):
         producer.call(C.SEND_MESSAGE_V2, send_header("T", 0, f"a\x01{i}"), f"m{i}".encode())
     reader = Client(server, "10.0.0.8@r#1")
-    answer = reader.answer(reader.pull_message("T", 0, group="lite", sys_flag=0x4, subscription="a >= 4",
+    answer = reader.answer(reader.pull_message("T", 0, group="lite", sys_flag=PullSysFlag.SUBSCRIPTION, subscription="a >= 4",
                                 expression_type="SQL92", sub_version=1))  # fmt: skip
     assert [m.body for m in decode_messages(answer.body)] == [b"m4", b"m5"]
-    bad = reader.answer(reader.pull_message("T", 0, group="lite", sys_flag=0x4, subscription="a >",
+    bad = reader.answer(reader.pull_message("T", 0, group="lite", sys_flag=PullSysFlag.SUBSCRIPTION, subscription="a >",
                              expression_type="SQL92", sub_version=1))  # fmt: skip
     assert (bad.code, bad.remark) == (R.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed")
 

@@ -12,23 +12,16 @@ from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.headers import (
     AddWritePermOfBrokerResponseHeader,
-    SendMessageRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
 )
 from codec.message import BatchItem, encode_batch
 from rmqproxy.core.config import Config
 from rmqproxy.broker.permission import BrokerPermission
 
-from .harness import Client
+from .harness import Client, send_header
 
+WAIT = "WAIT\x01true"
 FORBIDDEN = "the broker[127.0.0.1] sending message is forbidden"
-
-
-def send_header(topic: str, props: str = "WAIT\x01true", **extra) -> SendMessageRequestHeader:
-    return SendMessageRequestHeader(
-        producer_group="pg", topic=topic, default_topic="TBW102", default_topic_queue_nums=4, queue_id=0,
-        sys_flag=0, born_timestamp=1, flag=0, properties=props, **extra,
-    )  # fmt: skip
 
 
 def route_perm(client: Client, topic: str) -> int:
@@ -53,38 +46,38 @@ def add(client: Client, broker: str = "rmqproxy-a") -> int:
 def test_wipe_hides_write_queues_refuses_writes_and_add_restores_both(broker) -> None:
     server, _ = broker
     client = Client(server)
-    assert client.call(C.SEND_MESSAGE_V2, send_header("Orders"), b"before").code == R.SUCCESS
+    assert client.call(C.SEND_MESSAGE_V2, send_header("Orders", props=WAIT), b"before").code == R.SUCCESS
     assert route_perm(client, "Orders") == 6
 
     assert wipe(client) == len(server.topics.topics)
     assert route_perm(client, "Orders") == 4
     assert route_perm(client, "TBW102") == 5  # READ and INHERIT stay
-    refused = client.call(C.SEND_MESSAGE_V2, send_header("Orders"), b"during")
+    refused = client.call(C.SEND_MESSAGE_V2, send_header("Orders", props=WAIT), b"during")
     assert (refused.code, refused.remark) == (R.NO_PERMISSION, FORBIDDEN)
-    new_topic = client.call(C.SEND_MESSAGE, send_header("Brand_New"), b"during")
+    new_topic = client.call(C.SEND_MESSAGE, send_header("Brand_New", props=WAIT), b"during")
     assert (new_topic.code, new_topic.remark) == (R.NO_PERMISSION, FORBIDDEN)
     assert server.topics.get("Brand_New") is None  # refused before auto-create
-    batch = client.call(C.SEND_BATCH_MESSAGE, send_header("Orders", batch=True),
+    batch = client.call(C.SEND_BATCH_MESSAGE, send_header("Orders", props=WAIT, batch=True),
                         encode_batch([BatchItem(b"a", {}), BatchItem(b"b", {})]))  # fmt: skip
     assert (batch.code, batch.remark) == (R.NO_PERMISSION, FORBIDDEN)
     assert server.store.max_offset("Orders", 0) == 1
 
     assert add(client) == len(server.topics.topics)
     assert route_perm(client, "Orders") == 6
-    assert client.call(C.SEND_MESSAGE_V2, send_header("Orders"), b"after").code == R.SUCCESS
+    assert client.call(C.SEND_MESSAGE_V2, send_header("Orders", props=WAIT), b"after").code == R.SUCCESS
     assert server.store.max_offset("Orders", 0) == 2
 
 
 def test_send_back_and_reply_are_refused_while_wiped(broker) -> None:
     server, _ = broker
     client = Client(server)
-    sent = client.call(C.SEND_MESSAGE_V2, send_header("Orders"), b"m")
+    sent = client.call(C.SEND_MESSAGE_V2, send_header("Orders", props=WAIT), b"m")
     wipe(client)
     phys = server.store.message_at("Orders", 0, 0).physical_offset
     back = client.call(C.CONSUMER_SEND_MSG_BACK, offset=phys, group="cg", delay_level=1, max_reconsume_times=3)
     assert (back.code, back.remark) == (R.NO_PERMISSION, FORBIDDEN)
     assert server.store.max_offset("%RETRY%cg", 0) == 0
-    reply = client.call(C.SEND_REPLY_MESSAGE_V2, send_header("DefaultCluster_REPLY_TOPIC"), b"r")
+    reply = client.call(C.SEND_REPLY_MESSAGE_V2, send_header("DefaultCluster_REPLY_TOPIC", props=WAIT), b"r")
     assert (reply.code, reply.remark) == (R.NO_PERMISSION, FORBIDDEN)
     assert sent.code == R.SUCCESS
 
@@ -92,7 +85,7 @@ def test_send_back_and_reply_are_refused_while_wiped(broker) -> None:
 def test_pulls_still_serve_what_is_stored_while_wiped(broker) -> None:
     server, _ = broker
     client = Client(server)
-    client.call(C.SEND_MESSAGE_V2, send_header("Orders"), b"m")
+    client.call(C.SEND_MESSAGE_V2, send_header("Orders", props=WAIT), b"m")
     wipe(client)
     answer = client.call(C.PULL_MESSAGE, consumer_group="cg", topic="Orders", queue_id=0, queue_offset=0,
                          max_msg_nums=32, sys_flag=0, commit_offset=0, suspend_timeout_millis=0, sub_version=0)  # fmt: skip
@@ -104,7 +97,7 @@ def test_another_broker_name_changes_nothing_and_counts_zero(broker) -> None:
     client = Client(server)
     assert wipe(client, "broker-b") == 0
     assert server.permission.writable
-    assert client.call(C.SEND_MESSAGE_V2, send_header("Orders"), b"m").code == R.SUCCESS
+    assert client.call(C.SEND_MESSAGE_V2, send_header("Orders", props=WAIT), b"m").code == R.SUCCESS
 
 
 def test_a_missing_broker_name_is_refused_with_its_field_named(broker) -> None:
@@ -121,11 +114,11 @@ def test_a_wiped_broker_stays_wiped_over_a_restart_until_add(servers, tmp_path) 
     server.stop()
     server, _ = servers(tmp_path)
     client = Client(server)
-    assert client.call(C.SEND_MESSAGE_V2, send_header("Orders"), b"m").code == R.NO_PERMISSION
+    assert client.call(C.SEND_MESSAGE_V2, send_header("Orders", props=WAIT), b"m").code == R.NO_PERMISSION
     add(client)
     server.stop()
     server, _ = servers(tmp_path)
-    assert Client(server).call(C.SEND_MESSAGE_V2, send_header("Orders"), b"m").code == R.SUCCESS
+    assert Client(server).call(C.SEND_MESSAGE_V2, send_header("Orders", props=WAIT), b"m").code == R.SUCCESS
 
 
 def test_broker_conf_changed_since_the_wipe_wins(tmp_path) -> None:
@@ -139,7 +132,7 @@ def test_broker_conf_changed_since_the_wipe_wins(tmp_path) -> None:
 def test_broker_permission_without_read_refuses_pulls_and_routes_show_it(servers, tmp_path) -> None:
     server, _ = servers(tmp_path, broker_permission=2)
     client = Client(server)
-    assert client.call(C.SEND_MESSAGE_V2, send_header("Orders"), b"m").code == R.SUCCESS
+    assert client.call(C.SEND_MESSAGE_V2, send_header("Orders", props=WAIT), b"m").code == R.SUCCESS
     assert route_perm(client, "Orders") == 2
     answer = client.call(C.PULL_MESSAGE, consumer_group="cg", topic="Orders", queue_id=0, queue_offset=0,
                          max_msg_nums=32, sys_flag=0, commit_offset=0, suspend_timeout_millis=0,
