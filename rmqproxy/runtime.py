@@ -28,7 +28,8 @@ from .core.hold import HoldService
 from .observe.metrics import LiveState, Metrics
 from .observe.pull_events import PullLog
 from .net.rejects import Rejections
-from .net.transport import Connection, Handler, ReplyBuffers, WriteBatch
+from .net.replies import ReplyBuffers, WriteBatch
+from .net.transport import Connection, Handler
 
 __all__ = ["NO_HOOKS", "Runtime"]
 

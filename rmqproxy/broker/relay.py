@@ -12,7 +12,7 @@ from codec.codes import ResponseCode
 from codec.command import RemotingCommand
 
 from .clients import ClientRegistry
-from ..net.transport import RequestTimeout
+from ..net.outbound import RequestTimeout
 
 CALL_CLIENT_TIMEOUT_S = 10.0  # Broker2Client.callClient waits 10 s
 #: ``MQVersion`` ordinals: a client below V3_1_8_SNAPSHOT cannot answer a relayed call, and one

@@ -1,6 +1,9 @@
 """The Twisted ``Protocol`` for one client connection: bytes in, commands to dispatch, replies out.
 
-A thin adapter over the sans-IO codec. Invariants:
+A thin adapter over the sans-IO codec. ``Connection`` keeps the framing and the dispatch; what it
+writes to its peer is its ``replies.ReplyWriter``'s (the reply sends, their back-pressure and
+bounds), and the requests the server sends its peer are its ``outbound.OutboundRequests``'.
+Invariants:
 - The frame cap is checked from the length prefix (``FrameDecoder``); an oversized, impossible or
   undecodable frame closes the connection with a log line, as Java's ``NettyDecoder`` does — the
   byte stream can no longer be trusted. Nothing a peer sends raises out of ``dataReceived``.
@@ -9,24 +12,19 @@ A thin adapter over the sans-IO codec. Invariants:
   request's answer is dropped, but one other than SUCCESS, now or later, is a ``oneway_refused``
   rejection (counted and logged), since its client never learns of it. A handler that counts
   its refusal under a reason of its own answers a oneway request None, so it is counted once.
-- Framing, decoding, the numbering of the server's own requests (NOTIFY_CONSUMER_IDS_CHANGED,
-  GET_CONSUMER_RUNNING_INFO) and the matching of their answers are ``codec.peer.RemotingPeer``'s;
-  this class adds the socket, the clock (each request's timeout is a ``callLater``) and Deferreds.
+- Past ``max_in_flight`` requests whose answer is still to come, a request is answered
+  SYSTEM_BUSY (a ``too_many_in_flight`` rejection) without reaching the handler.
+- Framing and decoding are ``codec.peer.RemotingPeer``'s; the same peer numbers the server's own
+  requests and matches their answers (``outbound.py``), so a read's responses go there.
 - Back-pressure: the connection is its transport's streaming producer. Once more of its replies
   wait to be sent than the kernel's socket buffer and Twisted's ``bufferSize`` (64 KiB) hold (the
   peer is not reading), Twisted pauses it and it stops reading the socket; frames already read
-  wait unhandled until the replies have drained.
-  The replies of one read are flushed early once they pass ``REPLY_FLUSH_BYTES``, so a pipelined
-  burst of large answers meets that bound while it is being handled. A peer that stops reading
-  therefore costs the server a bounded buffer, never memory that grows with what it sends.
-- Answers that land later (held pulls waking) are written even to a paused connection, so those
-  are bounded by ``ReplyBuffers``: past its per-connection or total bound, an answer with a body
-  is replaced by SYSTEM_BUSY, which the client retries once it reads again.
+  wait unhandled until the replies have drained. What it still writes meanwhile is bounded by
+  the writer (``replies.py``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -37,15 +35,16 @@ from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from codec.codes import FLAG_ONEWAY, ResponseCode, code_name
+from codec.codes import ResponseCode, code_name
 from codec.command import RemotingCommand
 from codec.errors import CodecError, MessageError
 from codec.message import HostPort
-from codec.peer import ANSWER, Incoming, RemotingPeer
+from codec.peer import RemotingPeer
 
 from ..core.alarm import Deadlines
-from .rejects import BAD_FRAME, ONEWAY_REFUSED, REPLY_BUFFER_FULL, TOO_MANY_IN_FLIGHT
-from .sockwrite import writer
+from .outbound import OutboundRequests
+from .rejects import BAD_FRAME, ONEWAY_REFUSED, TOO_MANY_IN_FLIGHT
+from .replies import ReplyBuffers, ReplyWriter, WriteBatch
 
 log = Logger()
 
@@ -53,60 +52,20 @@ Handler = Callable[[RemotingCommand, "Connection"], Any]
 
 _ids = itertools.count(1)
 
-#: How often the deadlines of ``Connection.call`` requests are checked.
-SWEEP_S = 1.0
-#: Replies of one read leave early once they pass this size (see the module doc).
-REPLY_FLUSH_BYTES = 256 * 1024
 _SUCCESS = int(ResponseCode.SUCCESS)
 
 
-class RequestTimeout(Exception):
-    """A peer did not answer our request in time."""
-
-
-class WriteBatch:
-    """Writes to other connections made while a read is handled (a relayed answer, a woken held
-    pull's answer) wait until the outermost read ends, then leave in one send per connection:
-    a read that carries ten requests for the same upstream broker forwards them in one send, not
-    ten queued writes each costing the reactor a write-readiness round."""
-
-    def __init__(self) -> None:
-        self.depth = 0  # reads being handled (a read's handler may end in another's)
-        self.dirty: list[Connection] = []
-
-    def end(self) -> None:
-        self.depth -= 1
-        if self.depth == 0 and self.dirty:
-            dirty, self.dirty = self.dirty, []
-            for conn in dirty:
-                conn.flush_pending()
-
-
-class ReplyBuffers:
-    """Bytes written to connections whose peers are not reading (paused), per connection and in
-    all, against a bound for each: an answer with a body that would pass either is refused."""
-
-    def __init__(self, per_connection: int, total: int) -> None:
-        self.per_connection = per_connection
-        self.limit = total
-        self.total = 0
-
-    def admit(self, conn: Connection, size: int, *, required: bool) -> bool:
-        """Count ``size`` more unread bytes of ``conn``, unless an optional write would pass a bound."""
-        if not required and (conn.unread + size > self.per_connection or self.total + size > self.limit):
-            return False
-        conn.unread += size
-        self.total += size
-        return True
-
-    def drained(self, conn: Connection) -> None:
-        """``conn``'s peer read everything (or is gone): its bytes no longer count."""
-        self.total -= conn.unread
-        conn.unread = 0
-
-
 class Connection(Protocol):
-    """One peer's connection. What its client said of itself is the ``ClientRegistry``'s."""
+    """One peer's connection. What its client said of itself is the ``ClientRegistry``'s.
+
+    Its writes and its own requests are its parts' methods, bound here so that a reply costs no
+    extra call: ``write_command`` (``ReplyWriter``), ``send_oneway``, ``request`` and ``call``
+    (``OutboundRequests``)."""
+
+    write_command: Callable[[RemotingCommand | None], None]
+    send_oneway: Callable[[RemotingCommand], None]
+    request: Callable[[RemotingCommand, float], defer.Deferred]
+    call: Callable[..., None]
 
     def __init__(
         self,
@@ -122,37 +81,63 @@ class Connection(Protocol):
         deadlines: Deadlines | None = None,
     ) -> None:
         self.id = next(_ids)
-        self.batch = batch
         self.deadlines = deadlines  # polled between a read's requests: a due deadline goes first
-        self._pending: list[bytes] = []  # writes waiting for ``batch`` to end
-        self._sweeper: Any = None  # the timer of the next deadline sweep of ``call`` requests
         self.handler = handler
         self.clock = clock
         self.peer = RemotingPeer(max_frame_bytes)
         self.on_close = on_close
         self.on_reject = on_reject
         self.max_in_flight = max_in_flight
-        self.buffers = buffers if buffers is not None else ReplyBuffers(16 << 20, 512 << 20)
-        self.unread = 0  # bytes written since the peer stopped reading (counted by ``buffers``)
+        buffers = buffers if buffers is not None else ReplyBuffers(16 << 20, 512 << 20)
+        self.writer = ReplyWriter(buffers, batch, on_reject)  # what is written to the peer, and its bounds
+        self.outbound = OutboundRequests(self.peer, clock, self.writer)
+        self.write_command = self.writer.write_command
+        self.send_oneway = self.outbound.send_oneway
+        self.request = self.outbound.request
+        self.call = self.outbound.call
         self.in_flight = 0  # requests whose answer is still to come (held pulls, SYNC_FLUSH sends)
         self.remote = "unknown"
         self.ip = ""  # the peer's address, as ACL whitelists name it
         self.born_host = HostPort("0.0.0.0", 0)  # the peer as a message's BORNHOST
-        self.connected = False
-        self._replies: list[bytes] | None = None  # replies made while a read is handled
-        self._reply_bytes = 0  # their size
-        self.paused = False  # the peer is not reading its replies: neither are we reading it
         self._waiting: list[bytes] = []  # frames read but not handled while paused
 
     def __repr__(self) -> str:
         return f"<Connection {self.id} {self.remote}>"
+
+    @property
+    def connected(self) -> bool:
+        """The connection is up and not being closed (the writer's ``open``)."""
+        return self.writer.open
+
+    @connected.setter
+    def connected(self, value: bool) -> None:
+        self.writer.open = value  # ``Protocol.makeConnection`` sets it
+
+    @property
+    def paused(self) -> bool:
+        """The peer is not reading its replies: neither are we reading it."""
+        return self.writer.paused
+
+    @property
+    def unread(self) -> int:
+        """Bytes written since the peer stopped reading (counted by ``buffers``)."""
+        return self.writer.unread
+
+    @property
+    def buffers(self) -> ReplyBuffers:
+        """The reply-buffer bounds this connection counts against."""
+        return self.writer.buffers
+
+    @property
+    def batch(self) -> WriteBatch | None:
+        """The write batch this connection's reads open and its late writes wait for."""
+        return self.writer.batch
 
     def connectionMade(self) -> None:
         # Small answers must leave at once: with Nagle on, a reply waits for the ACK of the last
         # one (up to the peer's delayed-ACK timeout). Netty, on both RocketMQ sides, sets it too.
         if hasattr(self.transport, "setTcpNoDelay"):
             self.transport.setTcpNoDelay(True)
-        self._write_now = writer(self.transport)
         peer = self.transport.getPeer()
         self.ip = getattr(peer, "host", "")
         self.remote = f"{self.ip or '?'}:{getattr(peer, 'port', 0)}"
@@ -160,7 +145,7 @@ class Connection(Protocol):
             self.born_host = HostPort.parse(self.remote)
         except MessageError:
             pass  # not an IP peer (a test double): the default stands
-        self.connected = True
+        self.writer.attach(self.transport, repr(self))
         if hasattr(self.transport, "registerProducer"):
             self.transport.registerProducer(self, True)  # Twisted pauses us when replies pile up
 
@@ -168,21 +153,20 @@ class Connection(Protocol):
 
     def pauseProducing(self) -> None:
         """Replies are piling up unread: stop reading the peer."""
-        if not self.paused:
-            self.paused = True
+        if self.writer.pause():
             log.debug("pausing {conn}: its replies are not being read", conn=self)
             self.transport.pauseProducing()
 
     def resumeProducing(self) -> None:
         """The replies have drained: handle the frames that waited, then read again."""
-        if not self.paused or not self.connected:
+        writer = self.writer
+        if not writer.paused or not writer.open:
             return
-        self.paused = False
-        self.buffers.drained(self)
+        writer.resume()
         waiting, self._waiting = self._waiting, []
         if waiting:
             self._handle(waiting)
-        if not self.paused:
+        if not writer.paused:
             self.transport.resumeProducing()
 
     def stopProducing(self) -> None:
@@ -194,25 +178,22 @@ class Connection(Protocol):
         except CodecError as exc:
             self._protocol_error(exc)
             return
-        if self.paused:  # the transport may still deliver what it had read
+        if self.writer.paused:  # the transport may still deliver what it had read
             self._waiting += payloads
             return
         self._handle(payloads)
 
     def _handle(self, payloads: list[bytes]) -> None:
         """Dispatch frames in order; stop at a pause, keeping the rest for ``resumeProducing``."""
-        self._replies = replies = []
-        self._reply_bytes = 0
-        batch = self.batch
-        if batch is not None:
-            batch.depth += 1
+        writer = self.writer
+        writer.start_read()
         deadlines = self.deadlines
         try:
             i = 0
             for payload in payloads:
-                if not self.connected:
+                if not writer.open:
                     return
-                if self.paused:
+                if writer.paused:
                     self._waiting = payloads[i:] + self._waiting
                     return
                 i += 1
@@ -222,24 +203,20 @@ class Connection(Protocol):
                     self._protocol_error(exc)
                     return
                 if command.is_response:
-                    self._answered(self.peer.match(command))
+                    self.outbound.answered(self.peer.match(command))
                 else:  # the hot path: a request, no matching to do
                     self._request(command)
                 if deadlines is not None and deadlines.earliest <= deadlines.clock():
                     deadlines.poll()
         finally:
-            self._replies = None
-            if replies and self.connected:
-                self._flush_replies(replies)
-            if batch is not None:
-                batch.end()
+            writer.end_read()
 
     def _protocol_error(self, exc: CodecError) -> None:
         if self.on_reject is not None:
             self.on_reject(BAD_FRAME, "closing {conn}: {error}", conn=self, error=exc)
         else:
             log.warn("closing {conn}: {error}", conn=self, error=exc)
-        self.connected = False
+        self.writer.open = False
         self.transport.abortConnection()
 
     def _request(self, command: RemotingCommand) -> None:
@@ -301,156 +278,18 @@ class Connection(Protocol):
         else:
             log.info(fmt, code=request_code, conn=self, answer=answer_code, remark=answer.remark)
 
-    def write_command(self, command: RemotingCommand | None) -> None:
-        """Send a command now, if the connection is still up (a late answer is dropped). Replies
-        made while a read is handled are collected and leave together when it ends."""
-        if command is None or not self.connected:
-            return
-        if self.paused:
-            command = self._within_buffers(command)
-        header = command.encode_header()
-        body = command.body
-        replies = self._replies
-        if replies is not None:
-            replies.append(header)
-            if body:  # only bodies count: headers are small, and one read holds few requests
-                replies.append(body)
-                self._reply_bytes += len(body)
-                if self._reply_bytes > REPLY_FLUSH_BYTES:  # a burst of large answers meets the bound now
-                    early = replies[:]
-                    replies.clear()
-                    self._reply_bytes = 0
-                    self._flush_replies(early)
-        elif self.batch is not None and self.batch.depth:
-            self._later(header)
-            if body:
-                self._later(body)
-        elif body:
-            self.transport.writeSequence((header, body))
-        else:
-            self.transport.write(header)
-
-    def _later(self, data: bytes) -> None:
-        """Hold ``data`` until the batch of the read being handled ends."""
-        if not self._pending:
-            self.batch.dirty.append(self)  # type: ignore[union-attr]
-        self._pending.append(data)
-
     def flush_pending(self) -> None:
         """Send what waited for the batch (``WriteBatch``), in one send."""
-        pending, self._pending = self._pending, []
-        if pending and self.connected:
-            self._write_now(b"".join(pending))
-
-    def _within_buffers(self, command: RemotingCommand) -> RemotingCommand:
-        """``command``, or SYSTEM_BUSY in place of an answer whose body the unread peer has no
-        room left for (``ReplyBuffers``); requests and bodiless answers always go."""
-        size = len(command.body) + 256  # a header's usual size: close enough for a bound
-        optional = command.is_response and bool(command.body)
-        if self.buffers.admit(self, size, required=not optional):
-            return command
-        if self.on_reject is not None:
-            self.on_reject(REPLY_BUFFER_FULL, "{conn} is not reading: {n} bytes of its replies wait; refusing a "
-                           "{size}-byte answer", conn=self, n=self.unread, size=size)  # fmt: skip
-        busy = _with(command, code=ResponseCode.SYSTEM_BUSY, ext_fields=None, body=b"",
-                     remark=f"{self.unread} bytes of answers to this connection are still unread "
-                            "(maxBufferedReplyBytesPerConnection, maxBufferedReplyBytes); try again")  # fmt: skip
-        self.buffers.admit(self, 256, required=True)
-        return busy
-
-    def _flush_replies(self, replies: list[bytes]) -> None:
-        """The replies of one read in one send (``rmqproxy/net/sockwrite.py``)."""
-        self._write_now(b"".join(replies))
-
-    def send_oneway(self, command: RemotingCommand) -> None:
-        """A server-initiated oneway request (flag 0x2)."""
-        if self.connected:
-            self._write_request(self.peer.request(_with(command, flag=command.flag | FLAG_ONEWAY))[1])
-
-    def request(self, command: RemotingCommand, timeout_s: float) -> defer.Deferred:
-        """A server-initiated request; fires with the response, or fails with RequestTimeout
-        exactly ``timeout_s`` later (a timer of its own)."""
-        d: defer.Deferred = defer.Deferred()
-        if not self.connected:
-            d.errback(RequestTimeout(f"{self} is closed"))
-            return d
-        timer = self.clock.callLater(timeout_s, self._expire)
-        self._send_request(command, timeout_s, _settle, (d, timer))
-        return d
-
-    def call(self, command: RemotingCommand, timeout_s: float, callback: Callable[..., Any], *args: Any) -> None:
-        """A request whose answer, or a RequestTimeout, is passed to ``callback(result, *args)``.
-        Without a Deferred or a timer each: its deadline is checked by a sweep once a second, as
-        a Java client checks its own (the proxy relays thousands of these a second)."""
-        if not self.connected:
-            callback(RequestTimeout(f"{self} is closed"), *args)
-            return
-        self._send_request(command, timeout_s, callback, args)
-        if self._sweeper is None:
-            self._sweeper = self.clock.callLater(SWEEP_S, self._sweep)
-
-    def _send_request(self, command: RemotingCommand, timeout_s: float, callback: Callable[..., Any], args: tuple) -> None:
-        _, data = self.peer.request(command, deadline=self.clock.seconds() + timeout_s, context=(callback, args))
-        self._write_request(data)
-
-    def _write_request(self, data: bytes) -> None:
-        """Our own request's bytes, in order with the replies of the read being handled; counted
-        against ``ReplyBuffers`` like any write to a peer that is not reading, never refused."""
-        if self.paused:
-            self.buffers.admit(self, len(data), required=True)
-        if self._replies is not None:
-            self._replies.append(data)
-        elif self.batch is not None and self.batch.depth:
-            self._later(data)
-        else:
-            self.transport.write(data)
-
-    def _expire(self) -> None:
-        for outstanding in self.peer.expire(self.clock.seconds()):
-            callback, args = outstanding.context
-            callback(RequestTimeout(f"{self} did not answer request {outstanding.opaque}"), *args)
-
-    def _sweep(self) -> None:
-        self._sweeper = None
-        self._expire()
-        if self.connected and self.peer.has_outstanding():
-            self._sweeper = self.clock.callLater(SWEEP_S, self._sweep)
-
-    def _answered(self, incoming: Incoming) -> None:
-        if incoming.kind is not ANSWER:
-            log.debug("unmatched response {opaque} ({code}) from {conn}", opaque=incoming.command.opaque,
-                      code=code_name(incoming.command.code, response=True), conn=self)  # fmt: skip
-            return
-        callback, args = incoming.outstanding.context
-        callback(incoming.command, *args)
+        self.writer.flush_pending()
 
     def connectionLost(self, reason: Failure = None) -> None:
-        self.connected = False
-        self.buffers.drained(self)
-        if self._sweeper is not None and self._sweeper.active():
-            self._sweeper.cancel()
-        self._sweeper = None
-        for outstanding in self.peer.close():
-            callback, args = outstanding.context
-            callback(RequestTimeout(f"{self} closed before answering"), *args)
+        self.writer.close()
+        self.outbound.close()
         if self.on_close is not None:
             self.on_close(self)
 
     def close(self) -> None:
-        if self.connected:
-            self.connected = False
+        """Close the connection: what is written after this is dropped."""
+        if self.writer.open:
+            self.writer.open = False
             self.transport.loseConnection()
-
-
-def _settle(result: Any, d: defer.Deferred, timer: Any) -> None:
-    """A ``request``'s answer or timeout, to its Deferred."""
-    if timer.active():
-        timer.cancel()
-    if isinstance(result, Exception):
-        d.errback(result)
-    else:
-        d.callback(result)
-
-
-def _with(command: RemotingCommand, **changes: Any) -> RemotingCommand:
-    return dataclasses.replace(command, **changes)

@@ -25,7 +25,8 @@ from codec.errors import CodecError
 from ..core.config import SETTINGS, Config
 from ..observe.pull_events import PullEvent
 from ..runtime import Runtime
-from ..net.transport import Connection, WriteBatch
+from ..net.replies import WriteBatch
+from ..net.transport import Connection
 from .handoff import LockHandoff
 from .nodes import NoFreePort, Node, NodeDirectory, parse_port_range
 from .routes import cluster_nodes, rewrite_cluster_info, rewrite_route

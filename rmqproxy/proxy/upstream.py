@@ -20,7 +20,9 @@ from twisted.python.failure import Failure
 from codec.command import RemotingCommand
 
 from ..core.alarm import Deadlines
-from ..net.transport import Connection, Handler, RequestTimeout, WriteBatch
+from ..net.outbound import RequestTimeout
+from ..net.replies import WriteBatch
+from ..net.transport import Connection, Handler
 
 log = Logger()
 
@@ -31,7 +33,7 @@ class UpstreamError(Exception):
 
 class Dialer:
     """How the proxy opens upstream connections: their frame cap, connect timeout, and the write
-    batch and deadlines they share with the client connections (``transport.WriteBatch``,
+    batch and deadlines they share with the client connections (``replies.WriteBatch``,
     ``alarm.Deadlines``)."""
 
     def __init__(self, reactor: Any, *, max_frame_bytes: int, timeout_s: float, batch: WriteBatch | None = None,

@@ -12,7 +12,8 @@ from codec.command import RemotingCommand
 from codec.frame import FrameDecoder
 from codec.errors import CodecError
 from rmqproxy.net.dispatch import Dispatcher, Route
-from rmqproxy.net.transport import Connection, ReplyBuffers
+from rmqproxy.net.replies import ReplyBuffers
+from rmqproxy.net.transport import Connection
 
 
 class SocketTransport(StringTransport):
