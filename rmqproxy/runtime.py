@@ -97,10 +97,16 @@ class Runtime:
         return conn
 
     def listen(self, port: int, factory: Factory) -> IListeningPort:
-        """Listen on ``port`` of the bind address with the configured backlog."""
+        """``open_port``, closed by ``stop`` with the runtime's other ports."""
+        listening = self.open_port(port, factory)
+        self.ports.append(listening)
+        return listening
+
+    def open_port(self, port: int, factory: Factory) -> IListeningPort:
+        """Listen on ``port`` of the bind address with the configured backlog; the caller closes
+        it (a proxy node's ports live and die with the node)."""
         listening: IListeningPort = self.reactor.listenTCP(port, factory, backlog=self.config.server_socket_backlog,
                                                            interface=self.config.bind_address)  # fmt: skip
-        self.ports.append(listening)
         return listening
 
     def serve_metrics(self) -> None:

@@ -175,8 +175,7 @@ class Server:
             if port:
                 runtime.listen(port, factory)
         if config.fast_port:
-            runtime.ports.append(listen_fast(self.reactor, config.fast_port, factory,
-                                             backlog=config.server_socket_backlog, interface=config.bind_address))  # fmt: skip
+            runtime.ports.append(listen_fast(runtime.open_port, config.fast_port, factory))
         runtime.serve_metrics()
         self.delayed.start()
         self.timers.start()

@@ -9,7 +9,7 @@ the same ACL, TLS and per-connection bounds). ``fastPortEnable=false`` turns it 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 from twisted.internet.error import CannotListenError
 from twisted.internet.interfaces import IListeningPort
@@ -29,10 +29,10 @@ class FastPortTaken(CannotListenError):
                 f"listened on ({self.socketError}); free it, or set fastPortEnable=false to serve no fast port")
 
 
-def listen_fast(reactor: Any, port: int, factory: Factory, *, backlog: int, interface: str) -> IListeningPort:
-    """Listen on the fast port ``port`` with the main port's ``factory``; ``FastPortTaken`` names it if taken."""
+def listen_fast(open_port: Callable[[int, Factory], IListeningPort], port: int, factory: Factory) -> IListeningPort:
+    """``open_port(port, factory)`` for the fast port ``port`` (with the main port's ``factory``);
+    ``FastPortTaken`` names it if taken."""
     try:
-        listening: IListeningPort = reactor.listenTCP(port, factory, backlog=backlog, interface=interface)
+        return open_port(port, factory)
     except CannotListenError as exc:
         raise FastPortTaken(exc.interface, exc.port, exc.socketError) from None
-    return listening

@@ -118,8 +118,7 @@ class ProxyServer:
 
     def _listen_node(self, node: Node, port: int) -> IListeningPort:
         """Listen on ``port`` (the node's port or its fast port) for connections relayed to ``node``."""
-        return self.reactor.listenTCP(port, _ConnectionFactory(self, self._broker_request, node),
-                                      backlog=self.config.server_socket_backlog, interface=self.config.bind_address)  # fmt: skip
+        return self.runtime.open_port(port, _ConnectionFactory(self, self._broker_request, node))
 
     def stop(self) -> defer.Deferred:
         """Stop listening, answer held pulls (PULL_NOT_FOUND), flush the event log, close clients
