@@ -62,7 +62,7 @@ class Runtime:
         self.deadlines = Deadlines(reactor.seconds, lambda fire: precise_alarm(reactor, fire))
         self.holds = HoldService(reactor, config.max_held_pulls, config.max_held_pulls_per_connection,
                                  alarm=self.deadlines.alarm)  # fmt: skip
-        self.pull_log = PullLog(config.pull_log_dir, config.pull_log_mode)
+        self.pull_log = PullLog.of(config)
         self.reply_buffers = ReplyBuffers(config.max_buffered_reply_bytes_per_connection, config.max_buffered_reply_bytes)
         self.connections: set[Connection] = set()
         self.ports: list[IListeningPort] = []

@@ -2,7 +2,7 @@
 
 What it owns: a small simulation of consumers pulling from an rmqproxy broker, written as JSONL
 lines with exactly the fields, order and types of ``rmqproxy.observe.pull_events.PullEvent`` (docs/operations.md,
-"The pull event log"), into hourly files named as the server names them (``pulls-YYYYMMDD-HH.jsonl``,
+"The pull event log"), into hourly files named as the server names them (``pulls-YYYYMMDD-HH-generated-0.jsonl``,
 UTC hour of ``ts_ms``; ``.jsonl.gz`` with ``gzip=True``), lines in answer order.
 
 Invariants:
@@ -320,9 +320,15 @@ def events(
             )  # fmt: skip
 
 
+#: The instance generated files name (a server names its advertised ``host_port``).
+INSTANCE = "generated"
+
+
 def file_name(ts_ms: int, gzip: bool = False) -> str:
-    """The server's hourly file name for an answer at ``ts_ms`` (rmqproxy.observe.pull_events.log_file_name)."""
-    return time.strftime("pulls-%Y%m%d-%H.jsonl", time.gmtime(ts_ms / 1000)) + (".gz" if gzip else "")
+    """The hourly file name a server gives an answer at ``ts_ms``
+    (``pulls-YYYYMMDD-HH-<instance>-<n>.jsonl``, rmqproxy/observe/log_files.py), as the first file of its hour."""
+    hour = time.strftime("%Y%m%d-%H", time.gmtime(ts_ms / 1000))
+    return f"pulls-{hour}-{INSTANCE}-0.jsonl" + (".gz" if gzip else "")
 
 
 def write(out_dir: Path, n: int, *, gzip: bool = False, **options) -> list[Path]:
@@ -345,7 +351,7 @@ def write(out_dir: Path, n: int, *, gzip: bool = False, **options) -> list[Path]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m spark_jobs.generate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, required=True, help="how many events to write")
-    parser.add_argument("--out", type=Path, required=True, help="directory for pulls-YYYYMMDD-HH.jsonl files")
+    parser.add_argument("--out", type=Path, required=True, help="directory for pulls-YYYYMMDD-HH-generated-0.jsonl files")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--start-ms", type=int, default=DEFAULT_START_MS, help="epoch ms of the first pull")
     parser.add_argument("--mode", choices=("long", "short"), default="long")

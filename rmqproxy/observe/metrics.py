@@ -453,10 +453,7 @@ class LiveState:
                 value=self.timers.delivered,
             )  # fmt: skip
         if self.pull_log is not None:
-            yield CounterMetricFamily(
-                "rmqproxy_pull_log_dropped", "Pull events the event log dropped (writer behind, or a failed write).",
-                value=self.pull_log.dropped,
-            )  # fmt: skip
+            yield from self._pull_log(self.pull_log)
 
         if self.locks is not None:
             yield from self._locks()
@@ -472,6 +469,28 @@ class LiveState:
                     family = families[name] = GaugeMetricFamily(name, name, labels=list(CLIENT_LABELS))
                 family.add_metric(list(labels), value)
         yield from families.values()
+
+    @staticmethod
+    def _pull_log(pull_log: Any) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        """The event log: what it dropped, its size against its bound, and what retention deleted."""
+        yield CounterMetricFamily(
+            "rmqproxy_pull_log_dropped", "Pull events the event log dropped (writer behind, a failed write, or a disk "
+            "too full to write).", value=pull_log.dropped,
+        )  # fmt: skip
+        yield GaugeMetricFamily("rmqproxy_pull_log_bytes", "Bytes of event-log files on disk.", value=pull_log.bytes)
+        yield GaugeMetricFamily("rmqproxy_pull_log_max_bytes", "The event log's bound in bytes (pullLogMaxBytes).",
+                                value=pull_log.max_bytes)  # fmt: skip
+        yield GaugeMetricFamily("rmqproxy_pull_log_paused", "1 while the event log writes nothing because its disk "
+                                "stays above 85% used.", value=int(pull_log.paused))  # fmt: skip
+        deleted = CounterMetricFamily(
+            "rmqproxy_pull_log_deleted_files", "Event-log files retention deleted, by why: age "
+            "(pullLogRetentionHours), size (pullLogMaxBytes) or disk (above 85% used).", labels=["reason"],
+        )  # fmt: skip
+        for reason in ("age", "size", "disk"):
+            deleted.add_metric([reason], pull_log.deleted[reason])
+        yield deleted
+        yield CounterMetricFamily("rmqproxy_pull_log_deleted_bytes", "Bytes of event-log files retention deleted.",
+                                  value=pull_log.deleted_bytes)  # fmt: skip
 
     def _locks(self):
         m = self.metrics

@@ -1,8 +1,8 @@
 """The pull/hold event: one record per pull answered, and the JSONL log that keeps them.
 
 ``PullEvent`` is the schema of docs/operations.md ("The pull event log"): the spark jobs and the metrics read
-the same fields. ``PullLog`` appends events to ``<dir>/pulls-YYYYMMDD-HH.jsonl`` (UTC hour of the
-answer). The reactor thread only serialises an event and appends it to a buffer; a writer thread
+the same fields. ``PullLog`` appends events to ``<dir>/pulls-YYYYMMDD-HH-<instance>-<n>.jsonl`` (UTC hour of
+the answer; ``log_files`` names them). The reactor thread only serialises an event and appends it to a buffer; a writer thread
 does the file I/O, so a slow disk never stalls a pull. ``pullLogMode``: ``all`` logs every pull,
 ``held`` only held ones, ``off`` nothing. Lines are written whole; a crash loses at most the
 last flush interval's buffer.
@@ -11,16 +11,22 @@ The log never costs the broker: at most ``MAX_QUEUED_BYTES`` wait for the writer
 than the pulls drops the newest chunks), and a failed write (a full disk) drops its chunk and
 the writer goes on. Dropped events are counted (``dropped``, exported as a metric) and each new
 kind of write error is logged once.
+
+Nor does it fill the disk: files roll over at 64 MiB, and the writer thread applies retention
+(``log_files``: age, ``pullLogMaxBytes``, and the disk's 85% mark) every ``RETENTION_EVERY_S``.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import queue
+import shutil
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from twisted.logger import Logger
@@ -29,11 +35,19 @@ from codec.codes import PullSysFlag, ResponseCode, code_name
 from codec.command import RemotingCommand
 from codec.message import record_count
 
+from .log_files import DISK_HIGH, Plan, Roller, auto_max_bytes, hour_of, instance_name, plan, scan
+
+if TYPE_CHECKING:
+    from ..core.config import Config
+
 log = Logger()
 
 FLUSH_EVERY_S = 0.5
 FLUSH_AT_BYTES = 1 << 20
 MAX_QUEUED_BYTES = 64 << 20
+#: How often the writer thread applies retention, writing or idle.
+RETENTION_EVERY_S = 10.0
+_IDLE = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,40 +119,70 @@ def _int(text: str | None, default: int) -> int:
         return default
 
 
-def log_file_name(ts_ms: int) -> str:
-    return time.strftime("pulls-%Y%m%d-%H.jsonl", time.gmtime(ts_ms / 1000))
+def disk_usage(path: Path) -> tuple[int, int]:
+    """Total and used bytes of the file system holding ``path``."""
+    usage = shutil.disk_usage(path)
+    return usage.total, usage.used
 
 
 class PullLog:
-    def __init__(self, directory: Path, mode: str = "all") -> None:
+    """The event log (see the module doc): ``log(event)`` on the reactor thread, files and
+    retention on a writer thread of its own."""
+
+    def __init__(self, directory: Path, mode: str = "all", *, instance: str = "local", retention_hours: float = 72,
+                 max_bytes: int = 0, clock: Callable[[], float] = time.time,
+                 disk: Callable[[Path], tuple[int, int]] = disk_usage,
+                 check_every_s: float = RETENTION_EVERY_S) -> None:  # fmt: skip
         if mode not in ("all", "held", "off"):
             raise ValueError(f"pull log mode must be all, held or off, not {mode!r}")
         self.directory = Path(directory)
         self.mode = mode
+        self.max_age_s = retention_hours * 3600
+        self.max_bytes = max_bytes
+        self.clock = clock
+        self.disk = disk
+        self.check_every_s = check_every_s
+        self._roller = Roller(self.directory, instance)
         self._buffer: list[bytes] = []
         self._buffered_bytes = 0
-        self._file = ""
+        self._hour_key = -1  # the UTC hour (ts_ms // 3600000) of the buffered events
+        self._hour = ""  # the same, as a file names it
         self._last_flush = time.monotonic()
         self._chunks: queue.SimpleQueue = queue.SimpleQueue()
         self._queued = 0  # bytes handed to the writer and not yet written
         self._lock = threading.Lock()
         self._errors_seen: set[str] = set()
         self._writer: threading.Thread | None = None
+        self._next_check = 0.0
         self.written = 0
-        self.dropped = 0  # events lost to a full queue or a failed write
+        self.dropped = 0  # events lost to a full queue, a failed write, or a disk too full to write
+        self.bytes = 0  # the log's size on disk, as of the last retention pass and the writes since
+        self.deleted: collections.Counter[str] = collections.Counter()  # files retention deleted, by why
+        self.deleted_bytes = 0
+        self.paused = False  # the disk stays above its high mark: nothing is written
         if mode != "off":
             self.directory.mkdir(parents=True, exist_ok=True)
+            if not self.max_bytes:
+                self.max_bytes = auto_max_bytes(self.disk(self.directory)[0])
             self._writer = threading.Thread(target=self._write_loop, name="rmqproxy-pull-log", daemon=True)
             self._writer.start()
+
+    @classmethod
+    def of(cls, config: Config) -> PullLog:
+        """The log the pull-log keys of ``config`` describe."""
+        return cls(config.pull_log_dir, config.pull_log_mode, instance=instance_name(config.advertised_address),
+                   retention_hours=config.pull_log_retention_hours, max_bytes=config.pull_log_max_bytes)  # fmt: skip
 
     def __call__(self, event: PullEvent) -> None:
         """Record ``event`` (reactor thread: serialise and buffer only)."""
         if self.mode == "off" or (self.mode == "held" and not event.held):
             return
-        name = log_file_name(event.ts_ms)
-        if name != self._file and self._buffer:
-            self.flush()
-        self._file = name
+        hour_key = event.ts_ms // 3_600_000
+        if hour_key != self._hour_key:
+            if self._buffer:
+                self.flush()
+            self._hour_key = hour_key
+            self._hour = hour_of(event.ts_ms)
         line = event.json_line() + b"\n"
         self._buffer.append(line)
         self._buffered_bytes += len(line)
@@ -158,29 +202,74 @@ class PullLog:
                     self.dropped += lines
                     return
                 self._queued += len(data)
-            self._chunks.put((self.directory / self._file, data, lines))
+            self._chunks.put((self._hour, data, lines))
 
     def _write_loop(self) -> None:
         while True:
-            item = self._chunks.get()
+            try:
+                item = self._chunks.get(timeout=self.check_every_s)
+            except queue.Empty:
+                item = _IDLE
             if item is None:
                 return
-            path, data, lines = item
+            if self.clock() >= self._next_check:
+                self.enforce()
+            if item is not _IDLE:
+                self._write(*item)
+
+    def _write(self, hour: str, data: bytes, lines: int) -> None:
+        try:
+            if self.paused:
+                with self._lock:
+                    self.dropped += lines
+                return
+            path = self._roller.path_for(hour, len(data))
             try:
                 with open(path, "ab") as f:
                     f.write(data)
                 self.written += lines
+                self.bytes += len(data)
             except OSError as exc:
                 with self._lock:
                     self.dropped += lines
-                kind = f"{type(exc).__name__} {exc.errno}"
-                if kind not in self._errors_seen:
-                    self._errors_seen.add(kind)
-                    log.warn("pull log: cannot write {path} ({error}); its events are dropped and counted",
-                             path=path, error=exc)  # fmt: skip
-            finally:
-                with self._lock:
-                    self._queued -= len(data)
+                self._error_once(exc, "cannot write {path} ({error}); its events are dropped and counted", path)
+        finally:
+            with self._lock:
+                self._queued -= len(data)
+
+    def enforce(self) -> Plan:
+        """Apply retention now (the writer thread does, every ``check_every_s``; call it only
+        while no writer runs)."""
+        total, used = self.disk(self.directory)
+        decision = plan(scan(self.directory), self.clock(), max_age_s=self.max_age_s, max_bytes=self.max_bytes,
+                        disk_total=total, disk_used=used, writing=self._roller.current)  # fmt: skip
+        for file, why in decision.delete:
+            try:
+                file.path.unlink()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                self._error_once(exc, "cannot delete {path} ({error})", file.path)
+                continue
+            self.deleted[why] += 1
+            self.deleted_bytes += file.size
+        self.bytes = decision.size_after
+        if decision.stop_writing != self.paused:
+            if decision.stop_writing:
+                log.warn("pull log: its disk stays above {high:.0%} used with no file of it left to delete: "
+                         "events are dropped (and counted) until there is room", high=DISK_HIGH)  # fmt: skip
+            else:
+                log.info("pull log: its disk has room again; writing resumes")
+            self.paused = decision.stop_writing
+        self._next_check = self.clock() + self.check_every_s
+        return decision
+
+    def _error_once(self, exc: OSError, fmt: str, path: Path) -> None:
+        """Log each kind of file error once (a full disk would repeat it for every chunk)."""
+        kind = f"{type(exc).__name__} {exc.errno}"
+        if kind not in self._errors_seen:
+            self._errors_seen.add(kind)
+            log.warn("pull log: " + fmt, path=path, error=exc)
 
     def close(self) -> None:
         """Flush and wait for the writer (shutdown)."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from codec.codes import PullSysFlag, ResponseCode as R
-from rmqproxy.observe.pull_events import PullLog, PullEvent, log_file_name
+from rmqproxy.observe.log_files import hour_of, log_file_name
+from rmqproxy.observe.pull_events import PullEvent, PullLog
 
 from ..server.harness import Client, make_server
 
@@ -95,7 +96,7 @@ def test_past_max_held_pulls_are_answered_at_once(servers, tmp_path) -> None:
 
 
 def test_log_files_rotate_by_utc_hour(tmp_path) -> None:
-    assert log_file_name(1_700_000_000_000) == "pulls-20231114-22.jsonl"
+    assert log_file_name(hour_of(1_700_000_000_000), "local") == "pulls-20231114-22-local-0.jsonl"
     log = PullLog(tmp_path)
     fields = dict(arrived_ms=0, group="g", topic="T", queue_id=0, client_id="c", remote="r", offset=0, max_msgs=32,
                   suspend_ms=0, held=False, hold_ms=0.0, service_ms=0.1, total_ms=0.1, wake="none", mode="long",
@@ -103,8 +104,8 @@ def test_log_files_rotate_by_utc_hour(tmp_path) -> None:
     for ts in (1_700_000_000_000, 1_700_000_000_001, 1_700_000_000_000 + 3_600_000):
         log(PullEvent(ts_ms=ts, **fields))
     log.close()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["pulls-20231114-22.jsonl", "pulls-20231114-23.jsonl"]
-    assert len((tmp_path / "pulls-20231114-22.jsonl").read_text().splitlines()) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pulls-20231114-22-local-0.jsonl", "pulls-20231114-23-local-0.jsonl"]
+    assert len((tmp_path / "pulls-20231114-22-local-0.jsonl").read_text().splitlines()) == 2
 
 
 def _event(ts_ms: int) -> PullEvent:
@@ -115,12 +116,12 @@ def _event(ts_ms: int) -> PullEvent:
 def test_a_failed_write_drops_its_events_counts_them_and_the_writer_goes_on(tmp_path) -> None:
     log = PullLog(tmp_path / "logs")
     first, second = 1_700_000_000_000, 1_700_000_000_000 + 3_600_000  # two UTC hours: two files
-    (tmp_path / "logs" / log_file_name(first)).mkdir()  # writing this "file" fails (a directory)
+    (tmp_path / "logs" / log_file_name(hour_of(first), "local")).mkdir()  # writing this "file" fails (a directory)
     for ts in (first, first, second):
         log(_event(ts))
     log.close()
     assert (log.dropped, log.written) == (2, 1)
-    assert len((tmp_path / "logs" / log_file_name(second)).read_text().splitlines()) == 1
+    assert len((tmp_path / "logs" / log_file_name(hour_of(second), "local")).read_text().splitlines()) == 1
 
 
 def test_events_past_the_writers_queue_bound_are_dropped_and_counted(tmp_path, monkeypatch) -> None:
