@@ -1,4 +1,5 @@
-"""Command line: ``rmqproxy serve`` runs the server; more subcommands arrive with their issues."""
+"""Command line: ``rmqproxy serve`` and ``proxy`` run the server, ``report`` the PySpark report, and
+``compact`` rewrites a pull event log's closed files as Parquet."""
 
 from __future__ import annotations
 
@@ -93,6 +94,24 @@ def _raise_fd_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         except (ValueError, OSError):
             pass  # e.g. an unlimited hard limit the kernel caps lower: keep the soft one
+
+
+@main.command()
+@click.argument("log_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--wait/--no-wait", default=True, help="wait for another compaction of LOG_DIR to end (else exit 0)")
+def compact(log_dir: Path, wait: bool) -> None:
+    """Rewrite the closed files of a pull event log (LOG_DIR) as Parquet, partitioned by date and hour."""
+    from .observe.compaction import Busy, dataset_files
+    from .observe.compaction import compact as compact_dir
+
+    try:
+        written = compact_dir(log_dir, wait=wait)
+    except Busy as exc:
+        click.echo(str(exc), err=True)
+        return
+    json_files, parquet = dataset_files(log_dir)
+    click.echo(f"compacted {len(written)} file(s) in {log_dir}; a report reads {len(parquet)} Parquet and "
+               f"{len(json_files)} JSON-lines file(s) there", err=True)  # fmt: skip
 
 
 def _register_report() -> None:

@@ -4,7 +4,8 @@ the small files too (CSV summaries, report.html, summary.json), not just for Spa
 
 Inputs: each ``--input`` is a file, a directory (its files, not recursively; names starting
 with ``_`` or ``.`` skipped, as Hadoop does), or a glob; ``.gz`` (and other Hadoop codecs) are
-decompressed by extension. Every line keeps the path of its file (``source``).
+decompressed by extension. Every line keeps the path of its file (``source``). An event log's
+folder that holds compacted files is read as one dataset, Parquet and JSON lines (``event_dataset``).
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import csv
 import datetime as dt
 import io
 import json
+import re
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import NamedTuple
 
 import numpy as np
 
@@ -36,17 +39,71 @@ def _paths(inputs: Sequence[str]) -> list[str]:
     return list(inputs)
 
 
+#: A compacted event log's files under its folder (rmqproxy/observe/compaction.py).
+COMPACTED = "date=*/hour=*/pulls-*.parquet"
+_TWIN = re.compile(r"^pulls-(\d{8})-(\d{2})-(.+)-(\d+)\.jsonl$")
+
+
+class Dataset(NamedTuple):
+    """The files an event-log report reads: JSON lines (files, globs or URIs, as given) and the
+    Parquet files of compacted logs."""
+
+    json: list[str]
+    parquet: list[str]
+
+
+def event_dataset(spark: SparkSession, inputs: Sequence[str]) -> Dataset:
+    """``inputs`` as a ``Dataset``. A folder holding a compacted log (``COMPACTED``) is read as
+    one dataset: its Parquet files, the lines each compaction kept aside (``.rejected.jsonl``
+    beside its Parquet file), and its JSON-lines files except those whose Parquet twin exists
+    (compacted, not yet deleted). Any other input is passed on as it is."""
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    dataset = Dataset([], [])
+    for given in _paths(inputs):
+        folder = jvm.org.apache.hadoop.fs.Path(given)
+        fs = folder.getFileSystem(conf)
+        parquet = [str(s.getPath()) for s in (fs.globStatus(jvm.org.apache.hadoop.fs.Path(folder, COMPACTED)) or [])]
+        if not parquet:
+            dataset.json.append(given)
+            continue
+        dataset.parquet.extend(sorted(parquet))
+        dataset.json.extend(p[: -len(".parquet")] + ".rejected.jsonl" for p in sorted(parquet)
+                            if fs.exists(jvm.org.apache.hadoop.fs.Path(p[: -len(".parquet")] + ".rejected.jsonl")))  # fmt: skip
+        compacted = {p.rsplit("/", 1)[1][: -len(".parquet")] for p in parquet}
+        for status in fs.listStatus(folder):
+            name = status.getPath().getName()
+            if status.isFile() and not name.startswith(("_", ".")):
+                match = _TWIN.match(name)
+                if match is None or name[: -len(".jsonl")] not in compacted:
+                    dataset.json.append(str(status.getPath()))
+    return dataset
+
+
 def read_lines(spark: SparkSession, inputs: Sequence[str]) -> DataFrame:
-    """Every line of every input as (``value``, ``source``)."""
-    text = spark.read.text(_paths(inputs))
+    """Every line of every input as (``value``, ``source``); no input, no rows."""
+    if not inputs:
+        return spark.range(0).select(F.lit("").alias("value"), F.lit("").alias("source"))
+    text = spark.read.text(list(inputs))
     return text.select(F.col("value"), F.input_file_name().alias("source"))
 
 
 def read_records(spark: SparkSession, inputs: Sequence[str], schema: StructType, options: dict[str, str]) -> DataFrame:
     """Every line of every input through Spark's JSON reader (``schema`` explicit, nothing
     inferred), the same files as ``read_lines``; only the schema's columns (no partition columns
-    from ``key=value`` directory names)."""
-    return spark.read.schema(schema).options(**options).json(_paths(inputs)).select(*schema.fieldNames())
+    from ``key=value`` directory names); no input, no rows."""
+    if not inputs:
+        return spark.range(0).select(*[F.lit(None).cast(f.dataType).alias(f.name) for f in schema.fields])
+    return spark.read.schema(schema).options(**options).json(list(inputs)).select(*schema.fieldNames())
+
+
+def read_columnar(spark: SparkSession, paths: Sequence[str], schema: StructType) -> DataFrame | None:
+    """The rows of compacted Parquet files with ``schema``'s columns (a column a file lacks reads
+    as null), or None when there are none."""
+    if not paths:
+        return None
+    reader = spark.read.schema(schema).option("recursiveFileLookup", "true")  # no partition columns
+    return reader.parquet(*paths).select(*schema.fieldNames())
 
 
 def local_files(spark: SparkSession, lines: DataFrame) -> list[str] | None:

@@ -50,20 +50,23 @@ def _log(message: str) -> None:
 
 class Source(NamedTuple):
     """The input: its raw lines with their source file, the same files through Spark's JSON
-    reader, and whether that reader may stand for the line parser (no line
-    ``needs_line_reader``), which may still be being checked."""
+    reader, whether that reader may stand for the line parser (no line ``needs_line_reader``),
+    which may still be being checked, and the rows of compacted Parquet files (None if none)."""
 
     lines: DataFrame
     records: DataFrame
     plain: Future[bool]
+    columnar: DataFrame | None = None
 
 
 def extract(spark: SparkSession, inputs: list[str]) -> Source:
     """The input, with its line check under way: local plain files are checked by their bytes in
     background threads (``files.one_object_per_line``, several times faster than Spark), so the
     check and its reads overlap the pass (``scan``); other inputs by a scan of the lines, first."""
-    lines = files.read_lines(spark, inputs)
-    records = files.read_records(spark, inputs, schema.PULL_EVENT_READ, transforms.JSON_OPTIONS)
+    dataset = files.event_dataset(spark, inputs)
+    lines = files.read_lines(spark, dataset.json)
+    records = files.read_records(spark, dataset.json, schema.PULL_EVENT_READ, transforms.JSON_OPTIONS)
+    columnar = files.read_columnar(spark, dataset.parquet, schema.PULL_EVENT_COLUMNAR)
     _log("checking line shapes")
     local = files.local_files(spark, lines)
     if local is not None:
@@ -71,21 +74,23 @@ def extract(spark: SparkSession, inputs: list[str]) -> Source:
     else:
         plain = Future()
         plain.set_result(lines.where(transforms.needs_line_reader()).isEmpty())
-    return Source(lines, records, plain)
+    return Source(lines, records, plain, columnar)
 
 
 def transform(
     lines: DataFrame, records: DataFrame | None = None, *, short_polling_ms: int = transforms.DEFAULT_SHORT_POLLING_MS,
-    sketch_k: int = transforms.DEFAULT_SKETCH_K, with_date: bool = False,
+    sketch_k: int = transforms.DEFAULT_SKETCH_K, with_date: bool = False, columnar: DataFrame | None = None,
 ) -> tuple[DataFrame, DataFrame, DataFrame]:  # fmt: skip
-    """Lines (and their JSON reader ``records``, if any) in; (parsed lines, enriched events,
-    cells) out. Lazy.
+    """Lines (and their JSON reader ``records``, if any, and the rows of compacted files,
+    ``columnar``) in; (parsed lines, enriched events, cells) out. Lazy.
 
     ``cells`` is the one scan of the input (``transforms.cell_stats``, from ``records`` when
     given) that every table is merged from (``summaries``). The parsed lines are read only to
     write rejected lines, and ``events`` only for ``--events-parquet``."""
     parsed = transforms.parse_lines(lines)
     read = parsed if records is None else transforms.parse_records(records)
+    if columnar is not None:
+        read = read.unionByName(transforms.parse_columnar(columnar))
     enriched = transforms.enrich(read, short_polling_ms, with_date=with_date)
     return parsed, transforms.valid_events(enriched), transforms.cell_stats(enriched, sketch_k)
 
@@ -112,11 +117,11 @@ def scan(
     computed. Through the JSON reader while the line check runs (``session.speculate``); if the
     check fails, that pass is cancelled and the lines are parsed as text instead."""
     _log("reading and parsing input")
-    parsed, events, cells = transform(source.lines, source.records, **options)
+    parsed, events, cells = transform(source.lines, source.records, columnar=source.columnar, **options)
     done = session.speculate(spark, lambda: _computed(cells), source.plain)
     if done is None:
         _log("some lines are not one JSON object each: parsing every line as text")
-        parsed, events, cells = transform(source.lines, None, **options)
+        parsed, events, cells = transform(source.lines, None, columnar=source.columnar, **options)
         done = _computed(cells)
     return parsed, events, done
 

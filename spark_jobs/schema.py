@@ -37,6 +37,10 @@ PULL_EVENT_FIELDS: tuple[tuple[str, T.DataType], ...] = (
 #: Every field is required: a line missing one, or with one of the wrong type, is rejected.
 PULL_EVENT = T.StructType([T.StructField(name, kind, nullable=False) for name, kind in PULL_EVENT_FIELDS])
 
+#: Compacted Parquet files (rmqproxy/observe/compaction.py) read with these columns; one a file
+#: written before it existed reads as null.
+PULL_EVENT_COLUMNAR = T.StructType([T.StructField(name, kind, nullable=True) for name, kind in PULL_EVENT_FIELDS])
+
 #: Spark's JSON reader puts the raw text of a line it could not convert here (PERMISSIVE mode).
 CORRUPT_COLUMN = "_corrupt_record"
 PULL_EVENT_READ = T.StructType(

@@ -113,6 +113,14 @@ def parse_records(records: DataFrame) -> DataFrame:
     return _parsed(kept, "CAST(NULL AS STRING)", "CAST(NULL AS STRING)")
 
 
+def parse_columnar(rows: DataFrame) -> DataFrame:
+    """``parse_records`` for rows of compacted Parquet files (``files.read_columnar``): every row
+    is an event the compaction checked, so only a missing field (a column older files lack,
+    read as null) or an infinite duration can reject one."""
+    reason = _first_reason(*_field_reasons())
+    return _parsed(rows.select(*FIELDS, reason.alias("reason")), "CAST(NULL AS STRING)", "CAST(NULL AS STRING)")
+
+
 def _field_reasons(struct: str = "") -> list[tuple[Column, Column]]:
     """The reasons read off the parsed fields (top-level columns, or those of the struct column
     ``struct``): a missing field, an infinite duration. SQL text, as ``_CELLS`` (why there)."""

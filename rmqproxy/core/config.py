@@ -102,6 +102,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("pullLogMaxBytes", "pull_log_max_bytes", int, 0,
             "bytes the pull event log may take; its oldest files go first (0: 10 GiB or a tenth of its disk, the smaller)",
             proxy=True, low=0),
+    Setting("pullLogCompact", "pull_log_compact", bool, True,
+            "rewrite the pull event log's closed files as Parquet in the background (rmqproxy compact)", proxy=True),
     Setting("maxStatsKeys", "max_stats_keys", int, 10_000,
             "topics and topic@group pairs the broker statistics keep apart (past it: broker totals only)"),
     Setting("clientStatsIntervalSeconds", "client_stats_interval_s", int, 60, "consumer running-info poll",

@@ -49,11 +49,16 @@ def write_bytes_atomic(path: Path, content: bytes, mode: int = 0o644) -> None:
     os.close(fd)
     _keep_backup(path)
     os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a folder's entries durable (a file created, renamed or deleted in it survives a crash)."""
+    fd = os.open(directory, os.O_RDONLY)
     try:
-        os.fsync(dir_fd)
+        os.fsync(fd)
     finally:
-        os.close(dir_fd)
+        os.close(fd)
 
 
 def _keep_backup(path: Path) -> None:

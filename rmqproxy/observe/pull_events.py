@@ -14,14 +14,20 @@ kind of write error is logged once.
 
 Nor does it fill the disk: files roll over at 64 MiB, and the writer thread applies retention
 (``log_files``: age, ``pullLogMaxBytes``, and the disk's 85% mark) every ``RETENTION_EVERY_S``.
+With ``pullLogCompact`` it also starts ``rmqproxy compact`` on the folder, as a child process at
+a lower priority, once a minute when closed files wait (``compaction``): Parquet parsing never
+holds this process's GIL.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import os
 import queue
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -35,6 +41,7 @@ from codec.codes import PullSysFlag, ResponseCode, code_name
 from codec.command import RemotingCommand
 from codec.message import record_count
 
+from .compaction import closed_files
 from .log_files import DISK_HIGH, Plan, Roller, auto_max_bytes, hour_of, instance_name, plan, scan
 
 if TYPE_CHECKING:
@@ -47,6 +54,10 @@ FLUSH_AT_BYTES = 1 << 20
 MAX_QUEUED_BYTES = 64 << 20
 #: How often the writer thread applies retention, writing or idle.
 RETENTION_EVERY_S = 10.0
+#: How often it looks for closed files to compact (``pullLogCompact``).
+COMPACT_EVERY_S = 60.0
+#: The compaction process's niceness: it yields the cores to the server.
+COMPACT_NICENESS = 10
 _IDLE = ()
 
 
@@ -132,7 +143,7 @@ class PullLog:
     def __init__(self, directory: Path, mode: str = "all", *, instance: str = "local", retention_hours: float = 72,
                  max_bytes: int = 0, clock: Callable[[], float] = time.time,
                  disk: Callable[[Path], tuple[int, int]] = disk_usage,
-                 check_every_s: float = RETENTION_EVERY_S) -> None:  # fmt: skip
+                 check_every_s: float = RETENTION_EVERY_S, compact: bool = False) -> None:  # fmt: skip
         if mode not in ("all", "held", "off"):
             raise ValueError(f"pull log mode must be all, held or off, not {mode!r}")
         self.directory = Path(directory)
@@ -160,6 +171,10 @@ class PullLog:
         self.deleted: collections.Counter[str] = collections.Counter()  # files retention deleted, by why
         self.deleted_bytes = 0
         self.paused = False  # the disk stays above its high mark: nothing is written
+        self.compact = compact
+        self.compactions = 0  # compaction processes started
+        self._compactor: subprocess.Popen | None = None
+        self._next_compact = 0.0
         if mode != "off":
             self.directory.mkdir(parents=True, exist_ok=True)
             if not self.max_bytes:
@@ -171,7 +186,8 @@ class PullLog:
     def of(cls, config: Config) -> PullLog:
         """The log the pull-log keys of ``config`` describe."""
         return cls(config.pull_log_dir, config.pull_log_mode, instance=instance_name(config.advertised_address),
-                   retention_hours=config.pull_log_retention_hours, max_bytes=config.pull_log_max_bytes)  # fmt: skip
+                   retention_hours=config.pull_log_retention_hours, max_bytes=config.pull_log_max_bytes,
+                   compact=config.pull_log_compact)  # fmt: skip
 
     def __call__(self, event: PullEvent) -> None:
         """Record ``event`` (reactor thread: serialise and buffer only)."""
@@ -214,6 +230,8 @@ class PullLog:
                 return
             if self.clock() >= self._next_check:
                 self.enforce()
+            if self.compact and self.clock() >= self._next_compact:
+                self._start_compaction()
             if item is not _IDLE:
                 self._write(*item)
 
@@ -263,6 +281,24 @@ class PullLog:
             self.paused = decision.stop_writing
         self._next_check = self.clock() + self.check_every_s
         return decision
+
+    def _start_compaction(self) -> None:
+        """Start ``rmqproxy compact`` on the folder if closed files wait and none is running."""
+        self._next_compact = self.clock() + COMPACT_EVERY_S
+        if self._compactor is not None and self._compactor.poll() is None:
+            return
+        if not closed_files(self.directory, self.clock()):
+            return
+        try:
+            self._compactor = subprocess.Popen(
+                [sys.executable, "-m", "rmqproxy.cli", "compact", "--no-wait", str(self.directory)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            )  # fmt: skip
+            os.setpriority(os.PRIO_PROCESS, self._compactor.pid, COMPACT_NICENESS)
+        except OSError as exc:
+            self._error_once(exc, "cannot start compaction of {path} ({error})", self.directory)
+            return
+        self.compactions += 1
 
     def _error_once(self, exc: OSError, fmt: str, path: Path) -> None:
         """Log each kind of file error once (a full disk would repeat it for every chunk)."""

@@ -21,3 +21,11 @@ def test_schema_lists_pull_event_fields_in_order_with_matching_types() -> None:
     assert [f.name for f in PULL_EVENT.fields] == [name for name, _ in fields]
     for spark_field, (name, annotation) in zip(PULL_EVENT.fields, fields, strict=True):
         assert python_types[type(spark_field.dataType)] == annotation, name
+
+
+def test_compacted_files_have_the_spark_schemas_columns_and_types() -> None:
+    from rmqproxy.observe.compaction import COLUMNS
+    from spark_jobs.schema import PULL_EVENT_COLUMNAR
+
+    kinds = {T.LongType: "long", T.IntegerType: "int", T.StringType: "str", T.BooleanType: "bool", T.DoubleType: "double"}
+    assert [(f.name, kinds[type(f.dataType)]) for f in PULL_EVENT_COLUMNAR.fields] == list(COLUMNS)

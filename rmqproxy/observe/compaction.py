@@ -1,0 +1,234 @@
+"""Compaction of the pull event log: closed JSON-lines files rewritten as Parquet.
+
+``pulls-D-H-<instance>-<n>.jsonl`` becomes ``date=D/hour=H/pulls-D-H-<instance>-<n>.parquet``
+under the same folder: the event schema with its types (``COLUMNS``, as ``spark_jobs/schema.py``),
+its version in the file's metadata (``rmqproxy.schema_version``), partitioned by date and hour.
+A line that is not exactly an event as the server writes it (a torn line, a wrong type, a field
+missing or unknown) is kept as it was in ``<stem>.rejected.jsonl`` beside the Parquet file, so a
+report over compacted files rejects what it would have rejected from the JSON.
+
+Crash safety: both files are written under hidden temporary names, fsynced, and renamed, the
+Parquet file last; only then is the JSON file deleted. The Parquet file is the mark of a
+complete compaction: a reader takes a JSON file unless its Parquet twin exists, and a sidecar
+only beside its Parquet file (``dataset_files``), so a crash leaves one or the other counted,
+never neither and never both; the next pass finishes the job.
+
+A file is closed once a later file of its instance exists, or once its hour has ended and it
+has not been written for ``CLOSED_AFTER_S``. One compactor works on a folder at a time (an ``flock`` on ``.compact.lock``): the
+server's background pass (``rmqproxy compact`` run as a child process, so its parsing never
+holds the reactor's GIL) and one started by hand never meet on a file.
+"""
+
+from __future__ import annotations
+
+import calendar
+import fcntl
+import os
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import orjson
+
+from ..core.files import fsync_dir
+
+#: The version of the columnar event schema, written in every Parquet file's metadata.
+SCHEMA_VERSION = 1
+#: (column, kind) in ``PullEvent`` order; kinds: long, int, str, bool, double.
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("ts_ms", "long"), ("arrived_ms", "long"), ("group", "str"), ("topic", "str"), ("queue_id", "int"),
+    ("client_id", "str"), ("remote", "str"), ("offset", "long"), ("max_msgs", "int"), ("suspend_ms", "long"),
+    ("held", "bool"), ("hold_ms", "double"), ("service_ms", "double"), ("total_ms", "double"), ("wake", "str"),
+    ("mode", "str"), ("code", "str"), ("msgs", "long"), ("bytes", "long"), ("next_offset", "long"),
+    ("max_offset", "long"),
+)  # fmt: skip
+#: A file whose hour ended this long ago takes no more events.
+CLOSED_AFTER_S = 300
+LOCK_NAME = ".compact.lock"
+JSONL = re.compile(r"^pulls-(\d{8})-(\d{2})-(.+)-(\d+)\.jsonl$")
+
+_LIMITS = {"long": 1 << 63, "int": 1 << 31}
+_NAMES = frozenset(name for name, _ in COLUMNS)
+
+
+class Busy(Exception):
+    """Another compactor holds the folder."""
+
+
+def twin(jsonl: Path) -> Path:
+    """Where a JSON-lines file's Parquet twin goes (``date=D/hour=H/<stem>.parquet``)."""
+    match = JSONL.match(jsonl.name)
+    if match is None:
+        raise ValueError(f"not an event-log file name: {jsonl.name}")
+    return jsonl.parent / f"date={match[1]}" / f"hour={match[2]}" / (jsonl.stem + ".parquet")
+
+
+def sidecar(parquet: Path) -> Path:
+    """The lines a compaction kept as they were, beside its Parquet file."""
+    return parquet.with_name(parquet.stem + ".rejected.jsonl")
+
+
+def closed_files(directory: Path, now: float) -> list[Path]:
+    """The JSON-lines files of ``directory`` no writer appends to any more (see the module doc),
+    oldest first."""
+    latest: dict[str, tuple[str, int]] = {}
+    found = []
+    for path in directory.glob("pulls-*.jsonl"):
+        match = JSONL.match(path.name)
+        if match is None:
+            continue
+        hour, number = f"{match[1]}{match[2]}", int(match[4])
+        found.append((hour, number, match[3], path))
+        latest[match[3]] = max(latest.get(match[3], ("", -1)), (hour, number))
+    closed = []
+    for hour, number, instance, path in sorted(found):
+        if (hour, number) < latest[instance] or (now - _hour_end(hour) >= CLOSED_AFTER_S
+                                                 and now - _mtime(path) >= CLOSED_AFTER_S):  # fmt: skip
+            closed.append(path)
+    return closed
+
+
+def _hour_end(hour: str) -> float:
+    return calendar.timegm(time.strptime(hour, "%Y%m%d%H")) + 3600
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return float("inf")  # gone meanwhile: not to be compacted
+
+
+def dataset_files(directory: Path) -> tuple[list[Path], list[Path]]:
+    """What a report reads under ``directory``: (JSON-lines files, Parquet files). A JSON file
+    whose Parquet twin exists is left out (it was compacted), and a sidecar of rejected lines
+    counts only beside its Parquet file. ``spark_jobs.files.event_dataset`` applies the same rule
+    through Hadoop's file systems (the jobs do not import rmqproxy)."""
+    parquet = sorted(directory.glob("date=*/hour=*/pulls-*.parquet"))
+    json_files = [p for p in sorted(directory.glob("pulls-*.jsonl*")) if not (JSONL.match(p.name) and twin(p).exists())]
+    json_files += [sidecar(p) for p in parquet if sidecar(p).exists()]
+    return json_files, parquet
+
+
+@contextmanager
+def folder_lock(directory: Path, *, wait: bool) -> Iterator[None]:
+    """Hold the folder's compaction lock (``Busy`` if another compactor has it and not ``wait``)."""
+    fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            raise Busy(f"another compaction is running in {directory}") from None
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def compact(directory: Path, *, now: float | None = None, wait: bool = False) -> list[Path]:
+    """Compact every closed file of ``directory``; returns the Parquet files written. ``Busy``
+    if another compactor works there (unless ``wait``)."""
+    directory = Path(directory)
+    written = []
+    with folder_lock(directory, wait=wait):
+        for path in closed_files(directory, time.time() if now is None else now):
+            written.append(compact_file(path))
+    return written
+
+
+def compact_file(jsonl: Path) -> Path:
+    """Rewrite one closed JSON-lines file as its Parquet twin, then delete it (see the module
+    doc for the order); returns the Parquet file. A twin already there means an earlier pass
+    ended between the rename and the delete: only the delete is left to do."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    target = twin(jsonl)
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        columns, rejected = parse(jsonl.read_bytes())
+        table = pa.table({name: pa.array(values, type=_ARROW[kind]()) for (name, kind), values
+                          in zip(COLUMNS, columns)})  # noqa: B905  fmt: skip
+        table = table.replace_schema_metadata({"rmqproxy.schema_version": str(SCHEMA_VERSION)})
+        side = sidecar(target)
+        if rejected:
+            _write_then_rename(side, lambda tmp: tmp.write_bytes(b"".join(rejected)))
+        else:
+            side.unlink(missing_ok=True)
+        _write_then_rename(target, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
+        fsync_dir(target.parent)
+    jsonl.unlink(missing_ok=True)
+    fsync_dir(jsonl.parent)
+    return target
+
+
+def parse(data: bytes) -> tuple[list[list], list[bytes]]:
+    """The events of a JSON-lines file, column by column, and the lines that are not exactly an
+    event as the server writes it, blank ones included (kept as they were, with their line end)."""
+    columns: list[list] = [[] for _ in COLUMNS]
+    rejected: list[bytes] = []
+    for line in data.splitlines(keepends=True):  # the lines Hadoop reads: ends at \n, \r or \r\n
+        row = _row(line)
+        if row is None:
+            rejected.append(line if line.endswith(b"\n") else line + b"\n")
+            continue
+        for column, value in zip(columns, row):  # noqa: B905 (a row has a value per column)
+            column.append(value)
+    return columns, rejected
+
+
+def _row(line: bytes) -> list | None:
+    """The values of one line in column order, or None unless it is exactly a well-typed event."""
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if type(event) is not dict or event.keys() != _NAMES:
+        return None
+    row = []
+    for name, kind in COLUMNS:
+        value = event[name]
+        kind_of = type(value)
+        if kind == "str":
+            ok = kind_of is str
+        elif kind == "bool":
+            ok = kind_of is bool
+        elif kind == "double":
+            ok = kind_of is float or kind_of is int
+            value = float(value) if ok else value
+        else:
+            ok = kind_of is int and -_LIMITS[kind] <= value < _LIMITS[kind]
+        if not ok:
+            return None
+        row.append(value)
+    return row
+
+
+def _arrow_types() -> dict:
+    import pyarrow as pa
+
+    return {"long": pa.int64, "int": pa.int32, "str": pa.string, "bool": pa.bool_, "double": pa.float64}
+
+
+class _Arrow(dict):
+    """Kind → pyarrow type factory, filled on first use (pyarrow loads only where compaction runs)."""
+
+    def __missing__(self, kind: str):
+        self.update(_arrow_types())
+        return self[kind]
+
+
+_ARROW = _Arrow()
+
+
+def _write_then_rename(path: Path, write) -> None:
+    """``write(tmp)`` to a hidden temporary beside ``path``, fsync it, and rename it into place."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(tmp)
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)

@@ -1,0 +1,149 @@
+"""Compaction of the pull event log: closed JSON-lines files become typed, partitioned Parquet,
+lines that are not events are kept as they were, and a crash at any step leaves every event
+counted once."""
+
+from __future__ import annotations
+
+import calendar
+import json
+import os
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from rmqproxy.cli import main
+from rmqproxy.observe import compaction
+from rmqproxy.observe.compaction import (
+    COLUMNS,
+    SCHEMA_VERSION,
+    Busy,
+    closed_files,
+    compact,
+    compact_file,
+    dataset_files,
+    folder_lock,
+    sidecar,
+    twin,
+)
+from rmqproxy.observe.log_files import log_file_name, scan
+from rmqproxy.observe.pull_events import PullEvent, PullLog
+
+HOUR_START = calendar.timegm(time.strptime("2023111422", "%Y%m%d%H"))
+
+
+def event(i: int, **changes) -> PullEvent:
+    fields = dict(ts_ms=HOUR_START * 1000 + i, arrived_ms=HOUR_START * 1000, group="cg", topic="T", queue_id=i % 4,
+                  client_id="c@1", remote="10.0.0.5:1", offset=i, max_msgs=32, suspend_ms=15000, held=i % 2 == 0,
+                  hold_ms=1.5 * i, service_ms=0.25, total_ms=1.5 * i + 0.25, wake="arrival", mode="long",
+                  code="SUCCESS", msgs=1, bytes=100, next_offset=i + 1, max_offset=10_000)  # fmt: skip
+    fields.update(changes)
+    return PullEvent(**fields)
+
+
+BAD = [
+    b'{"ts_ms":1,"arrived_ms"\n',  # torn
+    json.dumps({**event(0).__dict__, "queue_id": "0"}).encode() + b"\n",  # a string for an int
+    json.dumps({**event(0).__dict__, "held": 1}).encode() + b"\n",  # an int for a bool
+    json.dumps({**event(0).__dict__, "offset": True}).encode() + b"\n",  # a bool for a long
+    json.dumps({**event(0).__dict__, "queue_id": 1 << 31}).encode() + b"\n",  # past an int
+    json.dumps({**event(0).__dict__, "extra": 1}).encode() + b"\n",  # unknown field
+    json.dumps({k: v for k, v in event(0).__dict__.items() if k != "code"}).encode() + b"\n",  # missing one
+]
+
+
+def write_log(directory: Path, events: list[PullEvent], extra: list[bytes] = (), number: int = 0) -> Path:
+    path = directory / log_file_name("20231114-22", "10.0.0.1_9876", number)
+    path.write_bytes(b"".join(e.json_line() + b"\n" for e in events) + b"".join(extra))
+    return path
+
+
+def test_a_compacted_file_holds_every_event_typed_and_the_rest_as_it_was(tmp_path: Path) -> None:
+    events = [event(i) for i in range(50)] + [event(50, hold_ms=3)]  # an int where a double goes is a double
+    jsonl = write_log(tmp_path, events, BAD)
+    parquet = compact_file(jsonl)
+    assert parquet == tmp_path / "date=20231114" / "hour=22" / "pulls-20231114-22-10.0.0.1_9876-0.parquet"
+    assert not jsonl.exists()
+    table = pq.read_table(parquet)
+    assert table.schema.metadata[b"rmqproxy.schema_version"] == str(SCHEMA_VERSION).encode()
+    assert [(f.name, str(f.type)) for f in table.schema] == [
+        (name, {"long": "int64", "int": "int32", "str": "string", "bool": "bool", "double": "double"}[kind])
+        for name, kind in COLUMNS
+    ]
+    assert table.to_pylist() == [json.loads(e.json_line()) for e in events]
+    assert sidecar(parquet).read_bytes() == b"".join(BAD)
+
+
+def test_only_closed_files_are_compacted(tmp_path: Path) -> None:
+    first = write_log(tmp_path, [event(1)], number=0)
+    second = write_log(tmp_path, [event(2)], number=1)
+    other = tmp_path / log_file_name("20231114-22", "10.0.0.2_9876", 0)  # another instance's current file
+    other.write_bytes(event(3).json_line() + b"\n")
+    during = HOUR_START + 1800
+    for path in (first, second, other):
+        os.utime(path, (during, during))  # last written half-way through the hour
+    assert closed_files(tmp_path, during) == [first]  # rolled over: a later file of its instance exists
+    assert closed_files(tmp_path, HOUR_START + 3600 + 299) == [first]
+    assert set(closed_files(tmp_path, HOUR_START + 3600 + 300)) == {first, second, other}  # the hour ended 5 min ago
+    os.utime(second, (HOUR_START + 3600 + 100, HOUR_START + 3600 + 100))  # a late write, after the hour
+    assert second not in closed_files(tmp_path, HOUR_START + 3600 + 300)  # idle for less than 5 min
+    assert compact(tmp_path, now=during) == [twin(first)]
+    assert not first.exists() and second.exists() and other.exists()
+
+
+def test_every_event_is_counted_once_whatever_step_a_crash_stopped_at(tmp_path: Path, monkeypatch) -> None:
+    jsonl = write_log(tmp_path, [event(i) for i in range(5)], BAD[:1])
+    parquet = twin(jsonl)
+
+    def crash(*_args) -> None:
+        raise KeyboardInterrupt("killed before the Parquet file's rename")
+
+    real_rename = compaction._write_then_rename
+    monkeypatch.setattr(compaction, "_write_then_rename", lambda path, write: (
+        real_rename(path, write) if path.suffix == ".jsonl" else crash()))  # fmt: skip
+    with pytest.raises(KeyboardInterrupt):
+        compact_file(jsonl)
+    assert sidecar(parquet).exists() and not parquet.exists()
+    assert dataset_files(tmp_path) == ([jsonl], [])  # the JSON counts; the orphan sidecar does not
+    monkeypatch.undo()
+    monkeypatch.setattr(Path, "unlink", lambda self, missing_ok=False: None)  # killed before the delete
+    compact_file(jsonl)
+    assert jsonl.exists() and parquet.exists()
+    assert dataset_files(tmp_path) == ([sidecar(parquet)], [parquet])  # the Parquet counts, the JSON no more
+    monkeypatch.undo()
+    assert compact_file(jsonl) == parquet and not jsonl.exists()  # the next pass only deletes
+    assert pq.read_table(parquet).num_rows == 5
+
+
+def test_one_compactor_at_a_time(tmp_path: Path) -> None:
+    write_log(tmp_path, [event(1)], number=0)
+    last = write_log(tmp_path, [event(2)], number=1)
+    os.utime(last, (HOUR_START + 1800, HOUR_START + 1800))  # written back then, idle since
+    with folder_lock(tmp_path, wait=False):
+        with pytest.raises(Busy):
+            compact(tmp_path, now=HOUR_START + 1800)
+        result = CliRunner().invoke(main, ["compact", "--no-wait", str(tmp_path)])
+        assert result.exit_code == 0 and "another compaction" in result.output
+    result = CliRunner().invoke(main, ["compact", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert len(dataset_files(tmp_path)[1]) == 2  # both closed: their hour ended, and they are idle
+
+
+def test_retention_counts_compacted_files(tmp_path: Path) -> None:
+    compact_file(write_log(tmp_path, [event(i) for i in range(20)], BAD[:2]))
+    names = sorted(f.path.name for f in scan(tmp_path))
+    assert names == ["pulls-20231114-22-10.0.0.1_9876-0.parquet", "pulls-20231114-22-10.0.0.1_9876-0.rejected.jsonl"]
+
+
+def test_the_log_compacts_its_closed_files_in_a_child_process(tmp_path: Path) -> None:
+    old = write_log(tmp_path, [event(i) for i in range(3)])
+    os.utime(old, (HOUR_START + 1800, HOUR_START + 1800))
+    log = PullLog(tmp_path, instance="10.0.0.9_9876", compact=True, max_bytes=1 << 30, retention_hours=10**6)
+    now_ms = int(time.time() * 1000)
+    log(event(0, ts_ms=now_ms, arrived_ms=now_ms))
+    log.close()
+    assert log.compactions == 1 and log._compactor.wait(timeout=120) == 0
+    assert not old.exists() and pq.read_table(twin(old)).num_rows == 3
+    assert len(list(tmp_path.glob("pulls-*-10.0.0.9_9876-0.jsonl"))) == 1  # its own file stays JSON lines

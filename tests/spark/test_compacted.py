@@ -1,0 +1,51 @@
+"""A report over a compacted event log is the report over its JSON lines: the same summary and
+the same tables (percentiles exact, see ``_report``), whether every file or some of them has
+been compacted, a crash between a compaction's rename and its delete included."""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+from rmqproxy.observe.compaction import compact, compact_file, dataset_files, twin
+from spark_jobs import generate
+
+MIDNIGHT_MS = 1_715_644_800_000  # 2024-05-14 00:00:00 UTC
+TORN = b'{"ts_ms":1715644800001,"arrived_ms"\n'
+WRONG = b'{"ts_ms":"late"}\n'
+
+
+def _report(spark, logs, out) -> tuple[dict, dict[str, str]]:
+    from spark_jobs import hold_report
+
+    # A sketch larger than any cell keeps every value, so the percentiles are exact: equal whatever
+    # the partitioning (with a smaller one they differ within its rank error, by read order).
+    summary = hold_report.run(spark, [str(logs)], str(out), sketch_k=65_535, min_pulls=1, top=5)
+    kept = {k: v for k, v in summary.items() if k not in ("inputs", "output", "seconds")}
+    tables = {p.name: p.read_text() for p in sorted((out / "csv").glob("*.csv"))}
+    return kept, tables
+
+
+def test_the_report_is_the_same_from_json_lines_compacted_and_half_compacted_logs(spark, tmp_path) -> None:
+    logs = tmp_path / "json"
+    paths = [path for hour in (3, 2, 1) for path in generate.write(
+        logs, 8_000 // 3 + (hour == 1) * (8_000 % 3), seed=hour, start_ms=MIDNIGHT_MS - hour * 3_600_000)]  # fmt: skip
+    assert len(paths) == 3  # one file an hour
+    with paths[0].open("ab") as f:
+        f.write(TORN + WRONG + b"\n")
+    compacted, half = tmp_path / "compacted", tmp_path / "half"
+    shutil.copytree(logs, compacted)
+    shutil.copytree(logs, half)
+    assert len(compact(compacted, now=time.time() + 86_400)) == 3
+    compact_file(half / paths[0].name)
+    compact_file(half / paths[1].name)
+    shutil.copy(logs / paths[1].name, half / paths[1].name)  # as a crash between the rename and the delete leaves it
+    expected, expected_tables = _report(spark, logs, tmp_path / "out-json")
+    assert expected["events"] == 8_000 and expected["rejected"] == 3
+    for folder in (compacted, half):
+        assert dataset_files(folder)[1], folder
+        summary, tables = _report(spark, folder, tmp_path / f"out-{folder.name}")
+        assert summary == expected, folder
+        assert tables == expected_tables, folder
+    assert twin(half / paths[1].name).exists() and (half / paths[1].name).exists()
+    assert not (half / paths[0].name).exists() and (half / paths[2].name).exists()
