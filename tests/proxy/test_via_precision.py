@@ -73,8 +73,8 @@ def _held_pulls(addr: str, topic: str, group: str, suspend_ms: int) -> list[tupl
                            sys_flag=PullSysFlag.SUSPEND | PullSysFlag.SUBSCRIPTION, commit_offset=0, suspend_timeout_millis=suspend_ms, subscription="*",
                            sub_version=1)  # fmt: skip
         opaque, data = client.peer.request(RemotingCommand(code=RequestCode.PULL_MESSAGE, ext_fields=codec.encode(header)))
-        client.sock.sendall(data)
-        sent[opaque] = time.monotonic()
+        sent[opaque] = time.monotonic()  # before the send: the server cannot have it earlier. Stamped
+        client.sock.sendall(data)  # after, another of the module's threads could hold the GIL 5 ms between
     results = []
     with selectors.DefaultSelector() as sel:
         sel.register(client.sock, selectors.EVENT_READ)
