@@ -14,7 +14,6 @@ import csv
 import datetime as dt
 import io
 import json
-import re
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
@@ -41,7 +40,6 @@ def _paths(inputs: Sequence[str]) -> list[str]:
 
 #: A compacted event log's files under its folder (rmqproxy/observe/compaction.py).
 COMPACTED = "date=*/hour=*/pulls-*.parquet"
-_TWIN = re.compile(r"^pulls-(\d{8})-(\d{2})-(.+)-(\d+)\.jsonl$")
 
 
 class Dataset(NamedTuple):
@@ -73,10 +71,9 @@ def event_dataset(spark: SparkSession, inputs: Sequence[str]) -> Dataset:
         compacted = {p.rsplit("/", 1)[1][: -len(".parquet")] for p in parquet}
         for status in fs.listStatus(folder):
             name = status.getPath().getName()
-            if status.isFile() and not name.startswith(("_", ".")):
-                match = _TWIN.match(name)
-                if match is None or name[: -len(".jsonl")] not in compacted:
-                    dataset.json.append(str(status.getPath()))
+            compacted_twin = name.endswith(".jsonl") and name[: -len(".jsonl")] in compacted
+            if status.isFile() and not name.startswith(("_", ".")) and not compacted_twin:
+                dataset.json.append(str(status.getPath()))
     return dataset
 
 

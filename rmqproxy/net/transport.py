@@ -278,10 +278,6 @@ class Connection(Protocol):
         else:
             log.info(fmt, code=request_code, conn=self, answer=answer_code, remark=answer.remark)
 
-    def flush_pending(self) -> None:
-        """Send what waited for the batch (``WriteBatch``), in one send."""
-        self.writer.flush_pending()
-
     def connectionLost(self, reason: Failure = None) -> None:
         self.writer.close()
         self.outbound.close()

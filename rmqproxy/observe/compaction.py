@@ -148,7 +148,8 @@ def compact_file(jsonl: Path) -> Path:
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
         columns, rejected = parse(jsonl.read_bytes())
-        table = pa.table({name: pa.array(values, type=_ARROW[kind]()) for (name, kind), values
+        types = {"long": pa.int64(), "int": pa.int32(), "str": pa.string(), "bool": pa.bool_(), "double": pa.float64()}
+        table = pa.table({name: pa.array(values, type=types[kind]) for (name, kind), values
                           in zip(COLUMNS, columns)})  # noqa: B905  fmt: skip
         table = table.replace_schema_metadata({"rmqproxy.schema_version": str(SCHEMA_VERSION)})
         side = sidecar(target)
@@ -203,23 +204,6 @@ def _row(line: bytes) -> list | None:
             return None
         row.append(value)
     return row
-
-
-def _arrow_types() -> dict:
-    import pyarrow as pa
-
-    return {"long": pa.int64, "int": pa.int32, "str": pa.string, "bool": pa.bool_, "double": pa.float64}
-
-
-class _Arrow(dict):
-    """Kind → pyarrow type factory, filled on first use (pyarrow loads only where compaction runs)."""
-
-    def __missing__(self, kind: str):
-        self.update(_arrow_types())
-        return self[kind]
-
-
-_ARROW = _Arrow()
 
 
 def _write_then_rename(path: Path, write) -> None:
