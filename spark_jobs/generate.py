@@ -2,7 +2,7 @@
 
 What it owns: a small simulation of consumers pulling from an rmqproxy broker, written as JSONL
 lines with exactly the fields, order and types of ``rmqproxy.observe.pull_events.PullEvent`` (docs/operations.md,
-"The pull event log"), into hourly files named as the server names them (``pulls-YYYYMMDD-HH-generated-0.jsonl``,
+"The pull event log"), into hourly files named as the server names them (``pulls-YYYYMMDD-HH-generated_10911-0.jsonl``,
 UTC hour of ``ts_ms``; ``.jsonl.gz`` with ``gzip=True``), lines in answer order.
 
 Invariants:
@@ -258,7 +258,7 @@ def consumer(
 _LINE = (
     '{"ts_ms":%d,"arrived_ms":%d,"group":%s,"topic":%s,"queue_id":%d,"client_id":%s,"remote":%s,'
     '"offset":%d,"max_msgs":%d,"suspend_ms":%d,"held":%s,"hold_ms":%r,"service_ms":%r,"total_ms":%r,'
-    '"wake":"%s","mode":"%s","code":"%s","msgs":%d,"bytes":%d,"next_offset":%d,"max_offset":%d}\n'
+    '"wake":"%s","mode":"%s","code":"%s","msgs":%d,"bytes":%d,"next_offset":%d,"max_offset":%d,"instance":"%s"}\n'
 )
 
 
@@ -296,7 +296,7 @@ def events(
         line = _LINE % (
             int(done), int(arrived), group_json, topic_json, q, json.dumps(client_id), json.dumps(remote), offset,
             max_msgs, suspend_ms, "true" if held else "false", round(hold, 3), round(service, 3), round(total, 3),
-            wake, mode, code, msgs, size, nxt, mx,
+            wake, mode, code, msgs, size, nxt, mx, INSTANCE,
         )  # fmt: skip
         if shutdown:
             held_open[(group_json, topic_json, q)] = (done, e, quoted, q)
@@ -316,19 +316,21 @@ def events(
             yield int(stop), _LINE % (
                 int(stop), int(arrived), group_json, topic_json, q, json.dumps(client_id), json.dumps(remote), nxt,
                 max_msgs, suspend_ms, "true", round(hold, 3), service, round(hold + service, 3), "shutdown", mode,
-                "PULL_NOT_FOUND", 0, 0, nxt, mx,
+                "PULL_NOT_FOUND", 0, 0, nxt, mx, INSTANCE,
             )  # fmt: skip
 
 
-#: The instance generated files name (a server names its advertised ``host_port``).
-INSTANCE = "generated"
+#: The instance generated events name, and how their files name it (a server's advertised
+#: ``host:port``, as ``rmqproxy/observe/log_files.py`` puts it in a file name).
+INSTANCE = "generated:10911"
+INSTANCE_FILE_PART = "generated_10911"
 
 
 def file_name(ts_ms: int, gzip: bool = False) -> str:
     """The hourly file name a server gives an answer at ``ts_ms``
     (``pulls-YYYYMMDD-HH-<instance>-<n>.jsonl``, rmqproxy/observe/log_files.py), as the first file of its hour."""
     hour = time.strftime("%Y%m%d-%H", time.gmtime(ts_ms / 1000))
-    return f"pulls-{hour}-{INSTANCE}-0.jsonl" + (".gz" if gzip else "")
+    return f"pulls-{hour}-{INSTANCE_FILE_PART}-0.jsonl" + (".gz" if gzip else "")
 
 
 def write(out_dir: Path, n: int, *, gzip: bool = False, **options) -> list[Path]:
@@ -351,7 +353,7 @@ def write(out_dir: Path, n: int, *, gzip: bool = False, **options) -> list[Path]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m spark_jobs.generate", description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, required=True, help="how many events to write")
-    parser.add_argument("--out", type=Path, required=True, help="directory for pulls-YYYYMMDD-HH-generated-0.jsonl files")
+    parser.add_argument("--out", type=Path, required=True, help="directory for pulls-YYYYMMDD-HH-generated_10911-0.jsonl files")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--start-ms", type=int, default=DEFAULT_START_MS, help="epoch ms of the first pull")
     parser.add_argument("--mode", choices=("long", "short"), default="long")

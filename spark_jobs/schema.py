@@ -32,13 +32,19 @@ PULL_EVENT_FIELDS: tuple[tuple[str, T.DataType], ...] = (
     ("bytes", T.LongType()),
     ("next_offset", T.LongType()),
     ("max_offset", T.LongType()),
+    ("instance", T.StringType()),
 )
 
-#: Every field is required: a line missing one, or with one of the wrong type, is rejected.
+#: Fields added after the first schema, and what an event written before each existed reads as
+#: (a JSON line without it, a Parquet file of an older ``rmqproxy.schema_version``); the
+#: compaction fills in the same (``rmqproxy/observe/compaction.py``'s ``ADDED``).
+ADDED: dict[str, object] = {"instance": ""}
+
+#: Every other field is required: a line missing one, or with one of the wrong type, is rejected.
 PULL_EVENT = T.StructType([T.StructField(name, kind, nullable=False) for name, kind in PULL_EVENT_FIELDS])
 
 #: Compacted Parquet files (rmqproxy/observe/compaction.py) read with these columns; one a file
-#: written before it existed reads as null.
+#: written before it existed reads as null, then as its ``ADDED`` default.
 PULL_EVENT_COLUMNAR = T.StructType([T.StructField(name, kind, nullable=True) for name, kind in PULL_EVENT_FIELDS])
 
 #: Spark's JSON reader puts the raw text of a line it could not convert here (PERMISSIVE mode).

@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from .defaults import DEFAULT_SHORT_POLLING_MS, DEFAULT_SKETCH_K
-from .schema import CORRUPT_COLUMN, PULL_EVENT_FIELDS, PULL_EVENT_READ, WAKES
+from .schema import ADDED, CORRUPT_COLUMN, PULL_EVENT_FIELDS, PULL_EVENT_READ, WAKES
 
 PERCENTILES = (0.5, 0.9, 0.99)
 _PCT_NAMES = ("p50", "p90", "p99")
@@ -123,10 +123,12 @@ def parse_columnar(rows: DataFrame) -> DataFrame:
 
 def _field_reasons(struct: str = "") -> list[tuple[Column, Column]]:
     """The reasons read off the parsed fields (top-level columns, or those of the struct column
-    ``struct``): a missing field, an infinite duration. SQL text, as ``_CELLS`` (why there)."""
+    ``struct``): a missing field (one ``ADDED`` later never is), an infinite duration. SQL text,
+    as ``_CELLS`` (why there)."""
     field = [f"{struct}.`{name}`" if struct else f"`{name}`" for name in FIELDS]
-    missing = " OR ".join(f"{f} IS NULL" for f in field)
-    names = ", ".join(f"CASE WHEN {f} IS NULL THEN '{name}' END" for f, name in zip(field, FIELDS, strict=True))
+    required = [(f, name) for f, name in zip(field, FIELDS, strict=True) if name not in ADDED]
+    missing = " OR ".join(f"{f} IS NULL" for f, _ in required)
+    names = ", ".join(f"CASE WHEN {f} IS NULL THEN '{name}' END" for f, name in required)
     durations = [f for f, name in zip(field, FIELDS, strict=True) if name in ("hold_ms", "service_ms", "total_ms")]
     non_finite = " OR ".join(f"isnan({f}) OR abs({f}) = double('inf')" for f in durations)
     return [
@@ -145,13 +147,23 @@ def _first_reason(*cases: tuple[Column, Column | str]) -> Column:
 
 
 def _parsed(kept: DataFrame, source: str, line: str) -> DataFrame:
-    """The fields of good lines only; ``source`` and ``line`` (SQL) of rejected ones only."""
+    """The fields of good lines only, a field ``ADDED`` later as its default where an older
+    writer left it out; ``source`` and ``line`` (SQL) of rejected ones only."""
     return kept.selectExpr(
-        *[f"CASE WHEN reason IS NULL THEN `{name}` END AS `{name}`" for name in FIELDS],
+        *[f"CASE WHEN reason IS NULL THEN {_value(name)} END AS `{name}`" for name in FIELDS],
         "reason",
         f"CASE WHEN reason IS NOT NULL THEN {source} END AS source",
         f"CASE WHEN reason IS NOT NULL THEN {line} END AS line",
     )
+
+
+def _value(name: str) -> str:
+    """A parsed field as SQL: itself, or its ``ADDED`` default in place of null."""
+    if name not in ADDED:
+        return f"`{name}`"
+    default = ADDED[name]
+    literal = "'" + default.replace("'", "''") + "'" if isinstance(default, str) else repr(default)
+    return f"coalesce(`{name}`, {literal})"
 
 
 def _second_object(value: Column) -> Column:

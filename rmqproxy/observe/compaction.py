@@ -34,16 +34,20 @@ import orjson
 
 from ..core.files import fsync_dir
 
-#: The version of the columnar event schema, written in every Parquet file's metadata.
-SCHEMA_VERSION = 1
+#: The version of the columnar event schema, written in every Parquet file's metadata: 1 the
+#: first fields, 2 added ``instance``.
+SCHEMA_VERSION = 2
 #: (column, kind) in ``PullEvent`` order; kinds: long, int, str, bool, double.
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("ts_ms", "long"), ("arrived_ms", "long"), ("group", "str"), ("topic", "str"), ("queue_id", "int"),
     ("client_id", "str"), ("remote", "str"), ("offset", "long"), ("max_msgs", "int"), ("suspend_ms", "long"),
     ("held", "bool"), ("hold_ms", "double"), ("service_ms", "double"), ("total_ms", "double"), ("wake", "str"),
     ("mode", "str"), ("code", "str"), ("msgs", "long"), ("bytes", "long"), ("next_offset", "long"),
-    ("max_offset", "long"),
+    ("max_offset", "long"), ("instance", "str"),
 )  # fmt: skip
+#: Columns added after version 1, and what a line an older server wrote reads as without them
+#: (a reader of older Parquet files does the same: ``spark_jobs/schema.py``'s ``ADDED``).
+ADDED: dict[str, object] = {"instance": ""}
 #: A file whose hour ended this long ago takes no more events.
 CLOSED_AFTER_S = 300
 LOCK_NAME = ".compact.lock"
@@ -51,6 +55,7 @@ JSONL = re.compile(r"^pulls-(\d{8})-(\d{2})-(.+)-(\d+)\.jsonl$")
 
 _LIMITS = {"long": 1 << 63, "int": 1 << 31}
 _NAMES = frozenset(name for name, _ in COLUMNS)
+_FIRST_NAMES = _NAMES - ADDED.keys()
 
 
 class Busy(Exception):
@@ -185,11 +190,11 @@ def _row(line: bytes) -> list | None:
         event = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
-    if type(event) is not dict or event.keys() != _NAMES:
+    if type(event) is not dict or not _FIRST_NAMES <= event.keys() <= _NAMES:
         return None
     row = []
     for name, kind in COLUMNS:
-        value = event[name]
+        value = event.get(name, ADDED.get(name))
         kind_of = type(value)
         if kind == "str":
             ok = kind_of is str

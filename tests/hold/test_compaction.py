@@ -5,6 +5,7 @@ counted once."""
 from __future__ import annotations
 
 import calendar
+import dataclasses
 import json
 import os
 import time
@@ -76,6 +77,16 @@ def test_a_compacted_file_holds_every_event_typed_and_the_rest_as_it_was(tmp_pat
     assert sidecar(parquet).read_bytes() == b"".join(BAD)
 
 
+def test_a_line_from_before_a_column_was_added_compacts_with_its_default(tmp_path: Path) -> None:
+    new = event(1, instance="10.0.0.1:9876")
+    old = {k: v for k, v in dataclasses.asdict(event(2)).items() if k not in compaction.ADDED}  # as version 1 wrote it
+    jsonl = write_log(tmp_path, [new], [json.dumps(old).encode() + b"\n"])
+    table = pq.read_table(compact_file(jsonl))
+    assert table.column("instance").to_pylist() == ["10.0.0.1:9876", ""]
+    assert table.to_pylist()[1] == {**old, "instance": ""}
+    assert not sidecar(twin(jsonl)).exists()
+
+
 def test_only_closed_files_are_compacted(tmp_path: Path) -> None:
     first = write_log(tmp_path, [event(1)], number=0)
     second = write_log(tmp_path, [event(2)], number=1)
@@ -140,7 +151,7 @@ def test_retention_counts_compacted_files(tmp_path: Path) -> None:
 def test_the_log_compacts_its_closed_files_in_a_child_process(tmp_path: Path) -> None:
     old = write_log(tmp_path, [event(i) for i in range(3)])
     os.utime(old, (HOUR_START + 1800, HOUR_START + 1800))
-    log = PullLog(tmp_path, instance="10.0.0.9_9876", compact=True, max_bytes=1 << 30, retention_hours=10**6)
+    log = PullLog(tmp_path, instance="10.0.0.9:9876", compact=True, max_bytes=1 << 30, retention_hours=10**6)
     now_ms = int(time.time() * 1000)
     log(event(0, ts_ms=now_ms, arrived_ms=now_ms))
     log.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from codec.codes import PullSysFlag, ResponseCode as R
@@ -106,6 +107,25 @@ def test_log_files_rotate_by_utc_hour(tmp_path) -> None:
     log.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pulls-20231114-22-local-0.jsonl", "pulls-20231114-23-local-0.jsonl"]
     assert len((tmp_path / "pulls-20231114-22-local-0.jsonl").read_text().splitlines()) == 2
+
+
+def test_every_logged_event_names_the_instance_that_wrote_it(tmp_path) -> None:
+    server, _reactor = make_server(tmp_path)
+    client = Client(server, "c@1#1")
+    client.heartbeat("cg", {"T": "*"})
+    client.answer(client.pull_message("T", 0))
+    (logged,) = events(server)
+    assert logged["instance"] == server.config.advertised_address
+    assert list(logged)[-1] == "instance"  # the schema's order: the log's stamp replaced the empty field
+    log = PullLog(tmp_path / "other", instance='10.0.0.7:10911')
+    log(_event(1_700_000_000_000))
+    log(dataclasses.replace(_event(1_700_000_000_000), instance="10.0.0.8:10911"))  # an event that names one keeps it
+    log.close()
+    (path,) = (tmp_path / "other").iterdir()
+    assert path.name == "pulls-20231114-22-10.0.0.7_10911-0.jsonl"
+    first, second = (json.loads(x) for x in path.read_text().splitlines())
+    assert first == {**dataclasses.asdict(_event(1_700_000_000_000)), "instance": "10.0.0.7:10911"}
+    assert second["instance"] == "10.0.0.8:10911"
 
 
 def _event(ts_ms: int) -> PullEvent:

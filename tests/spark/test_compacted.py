@@ -49,3 +49,33 @@ def test_the_report_is_the_same_from_json_lines_compacted_and_half_compacted_log
         assert tables == expected_tables, folder
     assert twin(half / paths[1].name).exists() and (half / paths[1].name).exists()
     assert not (half / paths[0].name).exists() and (half / paths[2].name).exists()
+
+
+def test_events_from_before_a_column_was_added_read_as_its_default(spark, tmp_path) -> None:
+    """A Parquet file of schema version 1 and a JSON line of an older server lack ``instance``:
+    both read as its default, beside new events that have it, and none is rejected."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rmqproxy.observe.compaction import ADDED, COLUMNS
+    from spark_jobs import hold_report
+
+    logs = tmp_path / "logs"
+    generate.write(logs, 300, seed=5, start_ms=MIDNIGHT_MS)  # new: every event names generate.INSTANCE
+    old_lines = [{k: v for k, v in json.loads(x).items() if k not in ADDED}
+                 for _, x in generate.events(200, seed=6, start_ms=MIDNIGHT_MS)]  # fmt: skip
+    older = logs / "pulls-20240514-00-10.0.0.2_10911-0.jsonl"
+    older.write_text("".join(json.dumps(e) + "\n" for e in old_lines[:100]))
+    v1 = logs / "date=20240514" / "hour=00" / "pulls-20240514-00-10.0.0.3_10911-0.parquet"
+    v1.parent.mkdir(parents=True)
+    arrow = {"long": pa.int64(), "int": pa.int32(), "str": pa.string(), "bool": pa.bool_(), "double": pa.float64()}
+    first = [(name, arrow[kind]) for name, kind in COLUMNS if name not in ADDED]
+    table = pa.table({name: pa.array([e[name] for e in old_lines[100:]], kind) for name, kind in first})
+    pq.write_table(table.replace_schema_metadata({"rmqproxy.schema_version": "1"}), v1)
+    source = hold_report.extract(spark, [str(logs)])
+    parsed, events, _cells = hold_report.transform(source.lines, source.records, columnar=source.columnar)
+    assert parsed.where("reason IS NOT NULL").count() == 0
+    counts = {row["instance"]: row["count"] for row in events.groupBy("instance").count().collect()}
+    assert counts == {generate.INSTANCE: 300, "": 200}

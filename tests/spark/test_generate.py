@@ -71,8 +71,8 @@ def test_short_mode_holds_to_the_short_polling_time() -> None:
 
 def test_written_files_are_hourly_like_the_servers_and_gzip_reads_back(tmp_path) -> None:
     paths = generate.write(tmp_path, 5_000, seed=2, gzip=True, start_ms=generate.DEFAULT_START_MS - 20_000)
-    assert [p.name for p in paths] == ["pulls-20240513-19-generated-0.jsonl.gz", "pulls-20240513-20-generated-0.jsonl.gz"]
+    assert [p.name for p in paths] == ["pulls-20240513-19-generated_10911-0.jsonl.gz", "pulls-20240513-20-generated_10911-0.jsonl.gz"]
     by_file = {p.name: gzip.decompress(p.read_bytes()).decode().splitlines() for p in paths}
     assert sum(len(lines) for lines in by_file.values()) == 5_000
     for name, lines in by_file.items():
-        assert {log_file_name(hour_of(json.loads(x)["ts_ms"]), "generated") + ".gz" for x in lines} == {name}
+        assert {log_file_name(hour_of(json.loads(x)["ts_ms"]), "generated_10911") + ".gz" for x in lines} == {name}

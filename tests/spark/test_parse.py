@@ -8,6 +8,11 @@ import pytest
 
 from .helpers import T0, dumps, event, line, lines_frame
 
+#: The fields a line must have (those added later default, spark_jobs/schema.py's ADDED).
+REQUIRED = ("ts_ms", "arrived_ms", "group", "topic", "queue_id", "client_id", "remote", "offset", "max_msgs",
+            "suspend_ms", "held", "hold_ms", "service_ms", "total_ms", "wake", "mode", "code", "msgs", "bytes",
+            "next_offset", "max_offset")  # fmt: skip
+
 
 def _good(i: int) -> str:
     return line(event(ts_ms=T0 + i, offset=i))
@@ -41,7 +46,7 @@ def test_each_bad_line_is_rejected_with_its_reason(spark) -> None:
         (good[0] + "\t " + good[1], "trailing_data"),
         (good[0] + " trailing", "trailing_data"),
         (dumps(missing), "missing_field:held,wake"),
-        ("{}", "missing_field:" + ",".join(transforms.FIELDS)),
+        ("{}", "missing_field:" + ",".join(REQUIRED)),
         (huge, "non_finite"),
     ]
     braces = line(event(ts_ms=T0 + 3, client_id="a} b{c", remote="}"))  # braces in strings, no second object
@@ -164,7 +169,7 @@ def test_the_json_reader_reads_plain_lines_as_the_line_parser_does(spark, tmp_pa
     assert rows(by_reader) == rows(by_line)
     reasons = sorted(r["reason"] or "" for r in by_line.collect())
     # a string field given an object keeps its JSON text, as Spark's reader does: the sixth good line
-    missing = [f"missing_field:{m}" for m in (",".join(transforms.FIELDS), "wake")]
+    missing = [f"missing_field:{m}" for m in (",".join(REQUIRED), "wake")]
     assert reasons == [""] * 6 + ["malformed"] * 6 + missing + ["non_finite"], reasons
 
     def counts(parsed) -> dict:
