@@ -110,4 +110,4 @@ def test_stats_job_writes_tables_and_report(spark, tmp_path) -> None:
     rejects = [json.loads(x) for p in (out / "rejects").glob("*.json") for x in p.read_text().splitlines()]
     assert sorted(r["reason"] for r in rejects) == ["blank", "malformed"]
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 3 and "GROUP_GET_LATENCY" in html
+    assert html.count("<figure") == 3 and "GROUP_GET_LATENCY" in html  # charts
