@@ -17,11 +17,12 @@ G1, full JIT), 1 GiB commit-log files on both, and ``--pairs`` (default 2) inter
 alternating which goes first; the report holds each pair and the median ratios. ``--doc``
 rewrites docs/performance.md's end-to-end table from the report (``--doc-from`` from a saved
 one). ``--pull-log-cost`` runs rmqproxy with the pull event log at its default (``all``) and
-``off`` in interleaved pairs, for what the log costs. ``--against-tree DIR`` runs this tree's
+``off`` in interleaved pairs, for what the log costs; ``--compaction-cost`` with its background
+compaction running on closed files (``closed_logs``) and not. ``--against-tree DIR`` runs this tree's
 rmqproxy and the one checked out in DIR (another commit: a change's "before") in interleaved
 pairs; ratios are this tree / DIR. Every report names the commit it measured. Run:
 ``python bench/e2e.py [--messages N] [--threads T] [--warmup S] [--line 4.9|5] [--no-metrics]
-[--reference [--pairs N] [--doc]] | --pull-log-cost [--pairs N] | --against-tree DIR [--pairs N]
+[--reference [--pairs N] [--doc]] | --pull-log-cost [--pairs N] | --compaction-cost [--pairs N] | --against-tree DIR [--pairs N]
 | --doc-from REPORT.json]``.
 """
 
@@ -42,6 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import closed_logs  # noqa: E402
 from machine import commit, machine  # noqa: E402
 
 from tests.interop.oracle import build_classpath  # noqa: E402
@@ -107,9 +109,11 @@ def run_java(classpath: str, *args: str, on_warm: Callable[[], None] | None = No
     return result
 
 
-def measure(classpath: str, namesrv: str, pid: int, messages: int, threads: int, warmup_s: int) -> dict:
+def measure(classpath: str, namesrv: str, pid: int, messages: int, threads: int, warmup_s: int,
+            left: Callable[[], int] | None = None) -> dict:  # fmt: skip
     """Sync send after a warm-up in the same client JVM, then drain, against the server at
-    ``namesrv`` whose serving process is ``pid``; server CPU is counted from the warm-up's end."""
+    ``namesrv`` whose serving process is ``pid``; server CPU is counted from the warm-up's end.
+    ``left``: files still to compact, recorded after each phase."""
     phases: dict = {}
     start = {"cpu": proc_stats(pid)[:2], "time": time.perf_counter()}
 
@@ -126,6 +130,8 @@ def measure(classpath: str, namesrv: str, pid: int, messages: int, threads: int,
         result["server_cpu_share"] = round(cpu / (time.perf_counter() - started), 2)
         result["server_peak_rss_mib"] = round(rss / 2**20, 1)
         result["server_rss_mib"] = round(current_rss(pid) / 2**20, 1)
+        if left is not None:
+            result["files_left_to_compact"] = left()
         start["cpu"], start["time"] = (user_after, kernel_after), time.perf_counter()
     return phases
 
@@ -137,16 +143,26 @@ def current_rss(pid: int) -> int:
     return 0
 
 
-def run_rmqproxy(classpath: str, args: argparse.Namespace, pull_log: str = "all", tree: Path | None = None) -> dict:
+def run_rmqproxy(classpath: str, args: argparse.Namespace, pull_log: str = "all", tree: Path | None = None,
+                 compacting: bool | None = None) -> dict:  # fmt: skip
     """rmqproxy of this tree, or of the checkout ``tree`` (its server is started there, so
-    ``python -m rmqproxy.cli`` imports that tree's code)."""
+    ``python -m rmqproxy.cli`` imports that tree's code). With ``compacting`` set, its log folder
+    starts with closed files to compact (``closed_logs``), and its background compaction is on
+    (True) or off (False); the result says how many were left after each phase."""
     metrics_port = free_port()
     conf = {"metricsPromExporterPort": str(metrics_port), "metricsExporterType": "DISABLE" if args.no_metrics else "PROM",
             "mappedFileSizeCommitLog": str(1 << 30), "pullLogMode": pull_log}  # fmt: skip
-    with contextlib.chdir(tree or Path.cwd()):
-        server = RunningServer(broker_conf=conf, message_delay_level=None)
-    with server, Scraper(metrics_port, args.no_metrics):
-        return measure(classpath, server.namesrv, server.pid, args.messages, args.threads, args.warmup)
+    with tempfile.TemporaryDirectory(prefix="rmqproxy-e2e-") as workdir:
+        logs = Path(workdir) / "store" / "logs"
+        if compacting is not None:
+            conf["pullLogCompact"] = str(compacting).lower()
+            seeded = closed_logs.seed(logs)
+        with contextlib.chdir(tree or Path.cwd()):
+            server = RunningServer(broker_conf=conf, message_delay_level=None, workdir=Path(workdir))
+        with server, Scraper(metrics_port, args.no_metrics):
+            left = (lambda: closed_logs.left(logs)) if compacting is not None else None
+            phases = measure(classpath, server.namesrv, server.pid, args.messages, args.threads, args.warmup, left)
+        return phases if compacting is None else {"seeded": seeded, **phases}
 
 
 def run_apache(classpath: str, args: argparse.Namespace) -> dict:
@@ -160,57 +176,59 @@ def run_apache(classpath: str, args: argparse.Namespace) -> dict:
 
 
 def compare(classpath: str, args: argparse.Namespace) -> dict:
-    """``args.pairs`` interleaved pairs, alternating which server goes first."""
-    pairs = []
-    for i in range(args.pairs):
-        order = ("apache", "rmqproxy") if i % 2 == 0 else ("rmqproxy", "apache")
-        pair: dict = {"order": list(order)}
-        for name in order:
-            pair[name] = run_apache(classpath, args) if name == "apache" else run_rmqproxy(classpath, args)
-        for phase in ("send", "drain"):
-            pair[f"{phase}_ratio"] = round(pair["rmqproxy"][phase]["msgs_per_s"] / pair["apache"][phase]["msgs_per_s"], 3)
+    """rmqproxy against Apache, in pairs; ratios are rmqproxy / Apache."""
+    pairs, medians = in_pairs(args, {"rmqproxy": lambda: run_rmqproxy(classpath, args),
+                                     "apache": lambda: run_apache(classpath, args)})  # fmt: skip
+    for pair in pairs:
         pair["rss_after_drain_ratio"] = round(
             pair["rmqproxy"]["drain"]["server_rss_mib"] / pair["apache"]["drain"]["server_rss_mib"], 3
         )
-        pairs.append(pair)
-    medians = {f"{phase}_ratio": round(statistics.median(p[f"{phase}_ratio"] for p in pairs), 3)
-               for phase in ("send", "drain")}  # fmt: skip
     return {"pairs": pairs, "median": medians}
 
 
-def compare_trees(classpath: str, args: argparse.Namespace) -> dict:
-    """This tree's rmqproxy against the checkout ``args.against_tree``, in ``args.pairs``
-    interleaved pairs; ratios are this tree / that one."""
+def in_pairs(args: argparse.Namespace, runs: dict[str, Callable[[], dict]]) -> tuple[list[dict], dict]:
+    """``args.pairs`` interleaved pairs of the two ``runs`` (named), alternating which goes first;
+    each pair's send and drain ratio is the first run's msgs/s over the second's. The pairs and
+    the median ratios."""
+    (first, _), (second, _) = runs.items()
     pairs = []
     for i in range(args.pairs):
-        order = ("this", "that") if i % 2 == 0 else ("that", "this")
+        order = (first, second) if i % 2 == 0 else (second, first)
         pair: dict = {"order": list(order)}
-        for which in order:
-            pair[which] = run_rmqproxy(classpath, args, tree=args.against_tree if which == "that" else None)
+        for name in order:
+            pair[name] = runs[name]()
         for phase in ("send", "drain"):
-            pair[f"{phase}_ratio"] = round(pair["this"][phase]["msgs_per_s"] / pair["that"][phase]["msgs_per_s"], 3)
+            pair[f"{phase}_ratio"] = round(pair[first][phase]["msgs_per_s"] / pair[second][phase]["msgs_per_s"], 3)
         pairs.append(pair)
     medians = {f"{phase}_ratio": round(statistics.median(p[f"{phase}_ratio"] for p in pairs), 3)
                for phase in ("send", "drain")}  # fmt: skip
+    return pairs, medians
+
+
+def compare_trees(classpath: str, args: argparse.Namespace) -> dict:
+    """This tree's rmqproxy against the checkout ``args.against_tree``, in pairs; ratios are this
+    tree / that one."""
+    pairs, medians = in_pairs(args, {"this": lambda: run_rmqproxy(classpath, args),
+                                     "that": lambda: run_rmqproxy(classpath, args, tree=args.against_tree)})  # fmt: skip
     return {"against": {"tree": str(args.against_tree), "commit": commit(args.against_tree)}, "tree_pairs": pairs,
             "tree_median": medians}
 
 
 def compare_pull_log(classpath: str, args: argparse.Namespace) -> dict:
     """What the pull event log costs: rmqproxy with ``pullLogMode=all`` (the default) and ``off``,
-    in ``args.pairs`` interleaved pairs; ratios are on / off."""
-    pairs = []
-    for i in range(args.pairs):
-        order = ("all", "off") if i % 2 == 0 else ("off", "all")
-        pair: dict = {"order": list(order)}
-        for mode in order:
-            pair[mode] = run_rmqproxy(classpath, args, pull_log=mode)
-        for phase in ("send", "drain"):
-            pair[f"{phase}_ratio"] = round(pair["all"][phase]["msgs_per_s"] / pair["off"][phase]["msgs_per_s"], 3)
-        pairs.append(pair)
-    medians = {f"{phase}_ratio": round(statistics.median(p[f"{phase}_ratio"] for p in pairs), 3)
-               for phase in ("send", "drain")}  # fmt: skip
+    in pairs; ratios are on / off."""
+    pairs, medians = in_pairs(args, {"all": lambda: run_rmqproxy(classpath, args, pull_log="all"),
+                                     "off": lambda: run_rmqproxy(classpath, args, pull_log="off")})  # fmt: skip
     return {"pull_log_pairs": pairs, "pull_log_median": medians}
+
+
+def compare_compaction(classpath: str, args: argparse.Namespace) -> dict:
+    """What the background compaction costs: rmqproxy whose log folder starts with closed files,
+    compacting them (``pullLogCompact=true``, the default) or not, in pairs; ratios are
+    compacting / not. ``files_left_to_compact`` after each phase shows it was still running."""
+    pairs, medians = in_pairs(args, {"compacting": lambda: run_rmqproxy(classpath, args, compacting=True),
+                                     "idle": lambda: run_rmqproxy(classpath, args, compacting=False)})  # fmt: skip
+    return {"compaction_pairs": pairs, "compaction_median": medians}
 
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
@@ -270,6 +288,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reference", action="store_true", help="compare with Apache RocketMQ 4.9.7, in pairs")
     parser.add_argument("--pairs", type=int, default=2)
     parser.add_argument("--pull-log-cost", action="store_true", help="compare pullLogMode=all with off, in pairs")
+    parser.add_argument("--compaction-cost", action="store_true",
+                        help="compare with the log's background compaction running and not, in pairs")
     parser.add_argument("--against-tree", type=Path, help="compare with rmqproxy checked out in this folder, in pairs")
     parser.add_argument("--doc", action="store_true", help="rewrite docs/performance.md's e2e table (--reference)")
     parser.add_argument("--doc-from", type=Path, help="rewrite docs/performance.md's table from a saved --reference report")
@@ -288,6 +308,8 @@ def main(argv: list[str] | None = None) -> None:
         report.update(compare(classpath, args))
     elif args.pull_log_cost:
         report.update(compare_pull_log(classpath, args))
+    elif args.compaction_cost:
+        report.update(compare_compaction(classpath, args))
     elif args.against_tree is not None:
         report.update(compare_trees(classpath, args))
     else:

@@ -14,10 +14,12 @@ prints a JSON report (numbers and machine), asserts nothing.
     takes them; with the send rate each time;
 (e) with ``--scraped``: (b) again on a server whose /metrics carries the pull series of
     ``--scrape-groups`` groups on 8 topics, while a scraper fetches /metrics back to back; with the
-    scrape's size and duration (a scrape rendered in one call held every deadline that fell in it).
+    scrape's size and duration (a scrape rendered in one call held every deadline that fell in it);
+with ``--compacting``: all of it while the server's background compaction works on closed log
+files it found at start (``closed_logs``), with how many were left at the end.
 Targets (issue 7): wake p99 <= 1 ms, overshoot p99 <= 10 ms, 10,000 held with RSS <= 300 MB
 and idle CPU <= 5% of a core; (issue 26) server-side overshoot p99 <= 1 ms at 5,000 msgs/s and
-<= 5 ms under saturation. Run: ``python bench/hold.py [--wakes N] [--held N] [--under-load] [--scraped]``.
+<= 5 ms under saturation. Run: ``python bench/hold.py [--wakes N] [--held N] [--under-load] [--scraped] [--compacting]``.
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ import asyncio
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import closed_logs  # noqa: E402
 from machine import machine  # noqa: E402
 
 from codec.codes import RequestCode as C  # noqa: E402
@@ -151,7 +155,8 @@ async def overshoot(address: str, pulls: int, log_dir: Path, topic: str = "HoldI
     for client in clients:
         await client.close()
     await asyncio.sleep(1.0)  # the event log is flushed every 0.5 s
-    events = [json.loads(line) for path in sorted(log_dir.glob("pulls-*.jsonl")) for line in path.read_text().splitlines()]
+    own = f"pulls-*-{address.replace(':', '_')}-*.jsonl"  # this server's files (not those seeded to compact)
+    events = [json.loads(line) for path in sorted(log_dir.glob(own)) for line in path.read_text().splitlines()]
     server_late = [e["hold_ms"] - e["suspend_ms"] for e in events if e["topic"] == topic and e["wake"] == "timeout"]
     return {
         "pulls": pulls, "timeout_s": 1.0, "arrival_spread_s": round(written[-1] - written[0], 2),
@@ -241,19 +246,29 @@ async def overshoot_while_scraped(groups: int, pulls: int) -> dict:
 async def run(args: argparse.Namespace) -> dict:
     if args.scraped_only:
         return {"timeout_overshoot_while_scraped": await overshoot_while_scraped(args.scrape_groups, args.timeouts)}
-    with RunningServer(message_delay_level=None) as server:
-        pid = server._proc.pid  # the serve process
-        return {
-            "wake_latency": await wake_latency(server.namesrv, args.wakes),
-            "timeout_overshoot": await overshoot(server.namesrv, args.timeouts, server.store_dir / "logs"),
-            "many_held": await many_held(server.namesrv, pid, args.held, args.connections, args.queues),
-            **({"timeout_overshoot_at_5000_msgs_per_s": await overshoot_under_load(
-                server.namesrv, args.timeouts, server.store_dir / "logs", rate=5000),
-                "timeout_overshoot_under_load": await overshoot_under_load(
-                server.namesrv, args.timeouts, server.store_dir / "logs")} if args.under_load else {}),
-            **({"timeout_overshoot_while_scraped": await overshoot_while_scraped(args.scrape_groups, args.timeouts)}
-               if args.scraped else {}),
-        }  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="rmqproxy-hold-") as workdir:
+        seeded = closed_logs.seed(Path(workdir) / "store" / "logs") if args.compacting else None
+        with RunningServer(message_delay_level=None, workdir=Path(workdir)) as server:
+            result = await measure_server(server, args)
+        if seeded is not None:
+            result["compacting"] = {"seeded": seeded, "files_left_at_end": closed_logs.left(server.store_dir / "logs")}
+        return result
+
+
+async def measure_server(server: RunningServer, args: argparse.Namespace) -> dict:
+    """Every measure of ``run`` but the scraped one, on ``server``."""
+    pid = server._proc.pid  # the serve process
+    return {
+        "wake_latency": await wake_latency(server.namesrv, args.wakes),
+        "timeout_overshoot": await overshoot(server.namesrv, args.timeouts, server.store_dir / "logs"),
+        "many_held": await many_held(server.namesrv, pid, args.held, args.connections, args.queues),
+        **({"timeout_overshoot_at_5000_msgs_per_s": await overshoot_under_load(
+            server.namesrv, args.timeouts, server.store_dir / "logs", rate=5000),
+            "timeout_overshoot_under_load": await overshoot_under_load(
+            server.namesrv, args.timeouts, server.store_dir / "logs")} if args.under_load else {}),
+        **({"timeout_overshoot_while_scraped": await overshoot_while_scraped(args.scrape_groups, args.timeouts)}
+           if args.scraped else {}),
+    }  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -263,6 +278,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--held", type=int, default=10_000)
     parser.add_argument("--connections", type=int, default=100)
     parser.add_argument("--queues", type=int, default=1000)
+    parser.add_argument("--compacting", action="store_true",
+                        help="with the log's background compaction running on closed files (closed_logs)")
     parser.add_argument("--under-load", action="store_true", help="also measure overshoot while a Java sender saturates")
     parser.add_argument("--scraped", action="store_true", help="also measure overshoot while /metrics is scraped")
     parser.add_argument("--scraped-only", action="store_true", help="measure only that")

@@ -99,13 +99,15 @@ def _raise_fd_limit() -> None:
 @main.command()
 @click.argument("log_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--wait/--no-wait", default=True, help="wait for another compaction of LOG_DIR to end (else exit 0)")
-def compact(log_dir: Path, wait: bool) -> None:
+@click.option("--cpu-share", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True,
+              help="the share of one core to use at most (the server's own background pass uses 0.25)")
+def compact(log_dir: Path, wait: bool, cpu_share: float) -> None:
     """Rewrite the closed files of a pull event log (LOG_DIR) as Parquet, partitioned by date and hour."""
     from .observe.compaction import Busy, dataset_files
     from .observe.compaction import compact as compact_dir
 
     try:
-        written = compact_dir(log_dir, wait=wait)
+        written = compact_dir(log_dir, wait=wait, cpu_share=cpu_share)
     except Busy as exc:
         click.echo(str(exc), err=True)
         return

@@ -26,7 +26,7 @@ import fcntl
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -131,18 +131,44 @@ def folder_lock(directory: Path, *, wait: bool) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def compact(directory: Path, *, now: float | None = None, wait: bool = False) -> list[Path]:
-    """Compact every closed file of ``directory``; returns the Parquet files written. ``Busy``
-    if another compactor works there (unless ``wait``)."""
+class Pacer:
+    """Keeps a compaction to ``share`` of one core (1: as fast as it goes): called between slices
+    of work, it sleeps until the process's CPU time is at most ``share`` of the wall time since
+    it began. Even in the idle scheduling class, a compaction using every idle moment cost a
+    saturated server a fifth of its sends on two cores (bench/e2e.py --compaction-cost)."""
+
+    def __init__(self, share: float = 1.0, *, cpu: Callable[[], float] = time.process_time,
+                 wall: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:  # fmt: skip
+        if not 0 < share <= 1:
+            raise ValueError(f"a CPU share is more than 0 and at most 1, not {share}")
+        self.share, self.cpu, self.wall, self.sleep = share, cpu, wall, sleep
+        self._cpu0, self._wall0 = cpu(), wall()
+
+    def __call__(self) -> None:
+        if self.share < 1:
+            ahead = (self.cpu() - self._cpu0) / self.share - (self.wall() - self._wall0)
+            if ahead > 0:
+                self.sleep(ahead)
+
+
+#: Lines parsed between two calls of the pacer (a few milliseconds of work).
+PACE_EVERY_LINES = 2048
+_FULL_SPEED = Pacer()
+
+
+def compact(directory: Path, *, now: float | None = None, wait: bool = False, cpu_share: float = 1.0) -> list[Path]:
+    """Compact every closed file of ``directory``, using at most ``cpu_share`` of a core;
+    returns the Parquet files written. ``Busy`` if another compactor works there (unless ``wait``)."""
     directory = Path(directory)
+    pace = Pacer(cpu_share)
     written = []
     with folder_lock(directory, wait=wait):
         for path in closed_files(directory, time.time() if now is None else now):
-            written.append(compact_file(path))
+            written.append(compact_file(path, pace))
     return written
 
 
-def compact_file(jsonl: Path) -> Path:
+def compact_file(jsonl: Path, pace: Callable[[], None] = _FULL_SPEED) -> Path:
     """Rewrite one closed JSON-lines file as its Parquet twin, then delete it (see the module
     doc for the order); returns the Parquet file. A twin already there means an earlier pass
     ended between the rename and the delete: only the delete is left to do."""
@@ -152,7 +178,7 @@ def compact_file(jsonl: Path) -> Path:
     target = twin(jsonl)
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        columns, rejected = parse(jsonl.read_bytes())
+        columns, rejected = parse(jsonl.read_bytes(), pace)
         types = {"long": pa.int64(), "int": pa.int32(), "str": pa.string(), "bool": pa.bool_(), "double": pa.float64()}
         table = pa.table({name: pa.array(values, type=types[kind]) for (name, kind), values
                           in zip(COLUMNS, columns)})  # noqa: B905  fmt: skip
@@ -169,12 +195,15 @@ def compact_file(jsonl: Path) -> Path:
     return target
 
 
-def parse(data: bytes) -> tuple[list[list], list[bytes]]:
+def parse(data: bytes, pace: Callable[[], None] = _FULL_SPEED) -> tuple[list[list], list[bytes]]:
     """The events of a JSON-lines file, column by column, and the lines that are not exactly an
-    event as the server writes it, blank ones included (kept as they were, with their line end)."""
+    event as the server writes it, blank ones included (kept as they were, with their line end);
+    ``pace`` is called every ``PACE_EVERY_LINES`` lines."""
     columns: list[list] = [[] for _ in COLUMNS]
     rejected: list[bytes] = []
-    for line in data.splitlines(keepends=True):  # the lines Hadoop reads: ends at \n, \r or \r\n
+    for number, line in enumerate(data.splitlines(keepends=True)):  # the lines Hadoop reads: ends at \n, \r or \r\n
+        if number % PACE_EVERY_LINES == 0:
+            pace()
         row = _row(line)
         if row is None:
             rejected.append(line if line.endswith(b"\n") else line + b"\n")

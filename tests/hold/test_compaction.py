@@ -8,6 +8,8 @@ import calendar
 import dataclasses
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from rmqproxy.observe.compaction import (
     COLUMNS,
     SCHEMA_VERSION,
     Busy,
+    Pacer,
     closed_files,
     compact,
     compact_file,
@@ -30,7 +33,7 @@ from rmqproxy.observe.compaction import (
     twin,
 )
 from rmqproxy.observe.log_files import log_file_name, scan
-from rmqproxy.observe.pull_events import PullEvent, PullLog
+from rmqproxy.observe.pull_events import COMPACT_NICENESS, PullEvent, PullLog, yield_cores
 
 HOUR_START = calendar.timegm(time.strptime("2023111422", "%Y%m%d%H"))
 
@@ -154,7 +157,60 @@ def test_the_log_compacts_its_closed_files_in_a_child_process(tmp_path: Path) ->
     log = PullLog(tmp_path, instance="10.0.0.9:9876", compact=True, max_bytes=1 << 30, retention_hours=10**6)
     now_ms = int(time.time() * 1000)
     log(event(0, ts_ms=now_ms, arrived_ms=now_ms))
+    log.flush()  # the writer thread takes the chunk, and starts the compaction first
+    deadline = time.monotonic() + 120
+    while log._compactor is None or log._compactor.poll() is None:
+        assert time.monotonic() < deadline, "the compaction did not start and end in 120 s"
+        time.sleep(0.05)  # a real child process: nothing to advance but time
     log.close()
-    assert log.compactions == 1 and log._compactor.wait(timeout=120) == 0
+    assert log.compactions == 1 and log._compactor.returncode == 0
     assert not old.exists() and pq.read_table(twin(old)).num_rows == 3
     assert len(list(tmp_path.glob("pulls-*-10.0.0.9_9876-0.jsonl"))) == 1  # its own file stays JSON lines
+
+
+def test_a_paced_compaction_sleeps_until_it_has_used_its_share_of_a_core() -> None:
+    clock = {"cpu": 0.0, "wall": 0.0}
+    slept = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock["wall"] += seconds
+
+    pace = Pacer(0.25, cpu=lambda: clock["cpu"], wall=lambda: clock["wall"], sleep=sleep)
+    clock["cpu"] += 0.010
+    clock["wall"] += 0.010  # 10 ms of work: it may take 40 ms of wall time
+    pace()
+    assert slept == [pytest.approx(0.030)]
+    clock["wall"] += 0.100  # idle meanwhile (reading a file): credit for later work
+    clock["cpu"] += 0.020
+    clock["wall"] += 0.020
+    pace()
+    assert len(slept) == 1
+    full = Pacer(cpu=lambda: clock["cpu"], wall=lambda: clock["wall"], sleep=sleep)
+    clock["cpu"] += 1.0
+    full()
+    assert len(slept) == 1  # share 1: never sleeps
+    with pytest.raises(ValueError):
+        Pacer(0)
+    calls = []
+    compaction.parse(b"".join(e.json_line() + b"\n" for e in [event(i) for i in range(5000)]), lambda: calls.append(1))
+    assert len(calls) == 3  # lines 0, 2048 and 4096
+
+
+def test_closing_the_log_stops_a_compaction_under_way(tmp_path: Path) -> None:
+    log = PullLog(tmp_path, instance="10.0.0.9:9876", compact=True, max_bytes=1 << 30, retention_hours=10**6)
+    log._compactor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    log.close()
+    assert log._compactor.returncode is not None
+
+
+def test_the_compaction_process_runs_only_on_idle_cores() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        yield_cores(child.pid)
+        if hasattr(os, "SCHED_IDLE"):
+            assert os.sched_getscheduler(child.pid) == os.SCHED_IDLE
+        else:
+            assert os.getpriority(os.PRIO_PROCESS, child.pid) == COMPACT_NICENESS
+    finally:
+        child.communicate(b"")
