@@ -4,7 +4,8 @@ background compaction runs (``bench/e2e.py --compaction-cost``, ``bench/hold.py 
 ``seed(folder, files)`` copies ``files`` closed hourly files of generated events (about 100 MiB
 and 260k events each: ``spark_jobs.generate``'s default profile, made once under
 ``bench/out/spark/`` as ``bench/spark.py`` makes them) into a server's log folder before it
-starts. Their hours ended long ago and their modification times are kept, so the server's pull
+starts, and syncs them to disk (a bench compares runs with and without compaction, both seeded
+the same way: a backlog being written back would slow the server's own writes). Their hours ended long ago and their modification times are kept, so the server's pull
 log starts ``rmqproxy compact`` on them at once (``pullLogCompact``), niced, as it would on its
 own closed files.
 """
@@ -12,6 +13,7 @@ own closed files.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import time
@@ -45,6 +47,7 @@ def seed(folder: Path, files: int = DEFAULT_FILES) -> dict:
     chosen = sorted(source().glob("pulls-*.jsonl"))[:files]
     for path in chosen:
         shutil.copy2(path, folder / path.name)
+    os.sync()  # the copy's gigabytes written back now, not while the bench measures
     return {"files": len(chosen), "bytes": sum(p.stat().st_size for p in chosen)}
 
 

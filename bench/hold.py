@@ -15,11 +15,12 @@ prints a JSON report (numbers and machine), asserts nothing.
 (e) with ``--scraped``: (b) again on a server whose /metrics carries the pull series of
     ``--scrape-groups`` groups on 8 topics, while a scraper fetches /metrics back to back; with the
     scrape's size and duration (a scrape rendered in one call held every deadline that fell in it);
-with ``--compacting``: all of it while the server's background compaction works on closed log
-files it found at start (``closed_logs``), with how many were left at the end.
+with ``--seeded-log compacting``: all of it while the server's background compaction works on
+closed log files it found at start (``closed_logs``), with how many were left at the end;
+``--seeded-log idle`` seeds the same files and leaves them, the run to compare with.
 Targets (issue 7): wake p99 <= 1 ms, overshoot p99 <= 10 ms, 10,000 held with RSS <= 300 MB
 and idle CPU <= 5% of a core; (issue 26) server-side overshoot p99 <= 1 ms at 5,000 msgs/s and
-<= 5 ms under saturation. Run: ``python bench/hold.py [--wakes N] [--held N] [--under-load] [--scraped] [--compacting]``.
+<= 5 ms under saturation. Run: ``python bench/hold.py [--wakes N] [--held N] [--under-load] [--scraped] [--seeded-log compacting|idle]``.
 """
 
 from __future__ import annotations
@@ -247,11 +248,13 @@ async def run(args: argparse.Namespace) -> dict:
     if args.scraped_only:
         return {"timeout_overshoot_while_scraped": await overshoot_while_scraped(args.scrape_groups, args.timeouts)}
     with tempfile.TemporaryDirectory(prefix="rmqproxy-hold-") as workdir:
-        seeded = closed_logs.seed(Path(workdir) / "store" / "logs") if args.compacting else None
-        with RunningServer(message_delay_level=None, workdir=Path(workdir)) as server:
+        seeded = closed_logs.seed(Path(workdir) / "store" / "logs") if args.seeded_log else None
+        conf = {"pullLogCompact": str(args.seeded_log == "compacting").lower()} if args.seeded_log else None
+        with RunningServer(message_delay_level=None, workdir=Path(workdir), broker_conf=conf) as server:
             result = await measure_server(server, args)
         if seeded is not None:
-            result["compacting"] = {"seeded": seeded, "files_left_at_end": closed_logs.left(server.store_dir / "logs")}
+            result["seeded_log"] = {"compaction": args.seeded_log, "seeded": seeded,
+                                    "files_left_at_end": closed_logs.left(server.store_dir / "logs")}  # fmt: skip
         return result
 
 
@@ -278,8 +281,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--held", type=int, default=10_000)
     parser.add_argument("--connections", type=int, default=100)
     parser.add_argument("--queues", type=int, default=1000)
-    parser.add_argument("--compacting", action="store_true",
-                        help="with the log's background compaction running on closed files (closed_logs)")
+    parser.add_argument("--seeded-log", choices=("compacting", "idle"),
+                        help="start with closed log files (closed_logs), compacting them in the background or not")
     parser.add_argument("--under-load", action="store_true", help="also measure overshoot while a Java sender saturates")
     parser.add_argument("--scraped", action="store_true", help="also measure overshoot while /metrics is scraped")
     parser.add_argument("--scraped-only", action="store_true", help="measure only that")
