@@ -41,6 +41,17 @@ def source(events: int = 10_000_000) -> Path:
     return SOURCE
 
 
+def prepare(workdir: Path, compacting: bool) -> tuple[dict[str, str], dict]:
+    """A server's working directory with closed files waiting in its log folder: the broker.conf
+    keys that turn its background compaction on (``compacting``) or off, and what was seeded."""
+    return {"pullLogCompact": str(compacting).lower()}, seed(log_folder(workdir))
+
+
+def log_folder(workdir: Path) -> Path:
+    """The pull event log's folder of a server whose working directory is ``workdir``."""
+    return workdir / "store" / "logs"
+
+
 def seed(folder: Path, files: int = DEFAULT_FILES) -> dict:
     """Copy ``files`` closed event-log files into ``folder``; what was copied."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -152,15 +152,15 @@ def run_rmqproxy(classpath: str, args: argparse.Namespace, pull_log: str = "all"
     metrics_port = free_port()
     conf = {"metricsPromExporterPort": str(metrics_port), "metricsExporterType": "DISABLE" if args.no_metrics else "PROM",
             "mappedFileSizeCommitLog": str(1 << 30), "pullLogMode": pull_log}  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="rmqproxy-e2e-") as workdir:
-        logs = Path(workdir) / "store" / "logs"
+    with tempfile.TemporaryDirectory(prefix="rmqproxy-e2e-") as name:
+        workdir = Path(name)
         if compacting is not None:
-            conf["pullLogCompact"] = str(compacting).lower()
-            seeded = closed_logs.seed(logs)
+            keys, seeded = closed_logs.prepare(workdir, compacting)
+            conf.update(keys)
         with contextlib.chdir(tree or Path.cwd()):
-            server = RunningServer(broker_conf=conf, message_delay_level=None, workdir=Path(workdir))
+            server = RunningServer(broker_conf=conf, message_delay_level=None, workdir=workdir)
         with server, Scraper(metrics_port, args.no_metrics):
-            left = (lambda: closed_logs.left(logs)) if compacting is not None else None
+            left = (lambda: closed_logs.left(closed_logs.log_folder(workdir))) if compacting is not None else None
             phases = measure(classpath, server.namesrv, server.pid, args.messages, args.threads, args.warmup, left)
         return phases if compacting is None else {"seeded": seeded, **phases}
 

@@ -48,6 +48,7 @@ from codec.headers import (  # noqa: E402
     PullMessageRequestHeader,
     SendMessageRequestHeader,
 )
+from rmqproxy.observe.log_files import instance_name  # noqa: E402
 from tests.interop.oracle import build_classpath  # noqa: E402
 from tests.interop.server import RunningServer, free_port  # noqa: E402
 
@@ -156,7 +157,7 @@ async def overshoot(address: str, pulls: int, log_dir: Path, topic: str = "HoldI
     for client in clients:
         await client.close()
     await asyncio.sleep(1.0)  # the event log is flushed every 0.5 s
-    own = f"pulls-*-{address.replace(':', '_')}-*.jsonl"  # this server's files (not those seeded to compact)
+    own = f"pulls-*-{instance_name(address)}-*.jsonl"  # this server's files (not those seeded to compact)
     events = [json.loads(line) for path in sorted(log_dir.glob(own)) for line in path.read_text().splitlines()]
     server_late = [e["hold_ms"] - e["suspend_ms"] for e in events if e["topic"] == topic and e["wake"] == "timeout"]
     return {
@@ -247,14 +248,14 @@ async def overshoot_while_scraped(groups: int, pulls: int) -> dict:
 async def run(args: argparse.Namespace) -> dict:
     if args.scraped_only:
         return {"timeout_overshoot_while_scraped": await overshoot_while_scraped(args.scrape_groups, args.timeouts)}
-    with tempfile.TemporaryDirectory(prefix="rmqproxy-hold-") as workdir:
-        seeded = closed_logs.seed(Path(workdir) / "store" / "logs") if args.seeded_log else None
-        conf = {"pullLogCompact": str(args.seeded_log == "compacting").lower()} if args.seeded_log else None
-        with RunningServer(message_delay_level=None, workdir=Path(workdir), broker_conf=conf) as server:
+    with tempfile.TemporaryDirectory(prefix="rmqproxy-hold-") as name:
+        workdir = Path(name)
+        conf, seeded = closed_logs.prepare(workdir, args.seeded_log == "compacting") if args.seeded_log else (None, None)
+        with RunningServer(message_delay_level=None, workdir=workdir, broker_conf=conf) as server:
             result = await measure_server(server, args)
         if seeded is not None:
             result["seeded_log"] = {"compaction": args.seeded_log, "seeded": seeded,
-                                    "files_left_at_end": closed_logs.left(server.store_dir / "logs")}  # fmt: skip
+                                    "files_left_at_end": closed_logs.left(closed_logs.log_folder(workdir))}  # fmt: skip
         return result
 
 

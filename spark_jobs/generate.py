@@ -323,7 +323,7 @@ def events(
 #: The instance generated events name, and how their files name it (a server's advertised
 #: ``host:port``, as ``rmqproxy/observe/log_files.py`` puts it in a file name).
 INSTANCE = "generated:10911"
-INSTANCE_FILE_PART = "generated_10911"
+INSTANCE_FILE_PART = INSTANCE.replace(":", "_")
 
 
 def file_name(ts_ms: int, gzip: bool = False) -> str:

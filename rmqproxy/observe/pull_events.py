@@ -15,8 +15,8 @@ kind of write error is logged once.
 Nor does it fill the disk: files roll over at 64 MiB, and the writer thread applies retention
 (``log_files``: age, ``pullLogMaxBytes``, and the disk's 85% mark) every ``RETENTION_EVERY_S``.
 With ``pullLogCompact`` it also starts ``rmqproxy compact`` on the folder, as a child process in
-the idle scheduling class using at most a quarter of a core, once a minute when closed files wait (``compaction``): Parquet parsing never
-holds this process's GIL.
+the idle scheduling class using at most a quarter of a core, once a minute when closed files
+wait (``compaction``): Parquet parsing never holds this process's GIL.
 """
 
 from __future__ import annotations
@@ -174,8 +174,7 @@ class PullLog:
         self.clock = clock
         self.disk = disk
         self.check_every_s = check_every_s
-        self.instance = instance  # host:port, or "" where the log is nobody's (tests, tools)
-        self._stamp = b'"instance":' + orjson.dumps(instance) + b"}\n"
+        self._stamp = b'"instance":' + orjson.dumps(instance) + b"}\n"  # host:port; "" for nobody's log
         self._roller = Roller(self.directory, instance_name(instance))
         self._buffer: list[bytes] = []
         self._buffered_bytes = 0
