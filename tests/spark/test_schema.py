@@ -29,3 +29,10 @@ def test_compacted_files_have_the_spark_schemas_columns_and_types() -> None:
 
     kinds = {T.LongType: "long", T.IntegerType: "int", T.StringType: "str", T.BooleanType: "bool", T.DoubleType: "double"}
     assert [(f.name, kinds[type(f.dataType)]) for f in PULL_EVENT_COLUMNAR.fields] == list(COLUMNS)
+
+
+def test_compaction_and_spark_give_added_fields_the_same_defaults() -> None:
+    from rmqproxy.observe.compaction import ADDED as COMPACTED_DEFAULTS
+    from spark_jobs.schema import ADDED
+
+    assert ADDED == COMPACTED_DEFAULTS
