@@ -3,7 +3,7 @@ writes) a JSON report, asserts nothing.
 
 For each size (default 1M and 10M events): generate the logs once with ``spark_jobs.generate``
 (seed 7, hourly ``pulls-*.jsonl`` files, kept under ``bench/out/spark/`` for later runs) and a
-compacted copy (``rmqproxy.observe.compaction``, as the server's background step leaves a log;
+compacted copy with rollups (``rmqproxy.observe.compaction``, as the server's background step leaves a log;
 its time is reported). Then time ``rmqproxy report --master local[2]`` end to end in a fresh
 process, from process start to report written (JVM start, read, every table, Parquet, CSV,
 report.html), over the JSON lines and over the compacted copy, ``--runs`` times each,
@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from machine import commit, machine
 
 from rmqproxy.observe.compaction import compact
+from spark_jobs.defaults import ROLLUP_VERSION
 from spark_jobs import cds, files, generate
 
 #: 10M events over compacted files, process start to report written (issue 38; 60 s over JSON before).
@@ -54,7 +55,7 @@ def ensure_events(n: int, seed: int, base: Path) -> tuple[Path, float | None]:
     """The directory of ``n`` generated events (made now if missing; then its generation time)."""
     directory = base / f"events-{n}-seed{seed}"
     done = directory / "_COMPLETE"
-    if done.exists():
+    if done.exists() and json.loads(done.read_text()).get("rollup_version") == ROLLUP_VERSION:
         return directory, None
     if directory.exists():
         for p in directory.iterdir():
@@ -70,7 +71,7 @@ def ensure_compacted(events_dir: Path) -> tuple[Path, float | None]:
     """A compacted copy of ``events_dir`` (made now if missing; then the compaction's time)."""
     directory = events_dir.with_name(events_dir.name + "-compacted")
     done = directory / "_COMPLETE"
-    if done.exists():
+    if done.exists() and json.loads(done.read_text()).get("rollup_version") == ROLLUP_VERSION:
         return directory, None
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
@@ -79,7 +80,7 @@ def ensure_compacted(events_dir: Path) -> tuple[Path, float | None]:
     started = time.monotonic()
     written = compact(directory, now=time.time() + 86_400)  # every hour closed, however fresh the copy
     seconds = time.monotonic() - started
-    done.write_text(json.dumps({"parquet_files": len(written), "seconds": seconds}))
+    done.write_text(json.dumps({"parquet_files": len(written), "seconds": seconds, "rollup_version": ROLLUP_VERSION}))
     return directory, seconds
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from . import __version__
+from .observe import rollup
 from .core.config import SETTINGS, load
 
 
@@ -101,13 +102,18 @@ def _raise_fd_limit() -> None:
 @click.option("--wait/--no-wait", default=True, help="wait for another compaction of LOG_DIR to end (else exit 0)")
 @click.option("--cpu-share", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True,
               help="the share of one core to use at most (the server's own background pass uses 0.25)")
-def compact(log_dir: Path, wait: bool, cpu_share: float) -> None:
-    """Rewrite the closed files of a pull event log (LOG_DIR) as Parquet, partitioned by date and hour."""
+@click.option("--sketch-k", type=click.IntRange(8, 65535), default=rollup.DEFAULT.sketch_k, show_default=True,
+              help="the KLL sketch size of the rollups (a report run with another reads the rows)")
+@click.option("--short-polling-ms", type=click.IntRange(0), default=rollup.DEFAULT.short_polling_ms,
+              show_default=True, help="the broker's shortPollingTimeMills, for the rollups' overshoot")
+def compact(log_dir: Path, wait: bool, cpu_share: float, sketch_k: int, short_polling_ms: int) -> None:
+    """Rewrite the closed files of a pull event log (LOG_DIR) as Parquet, partitioned by date and
+    hour, each with its rollup (the cells a report reads instead of its rows)."""
     from .observe.compaction import Busy, dataset_files
     from .observe.compaction import compact as compact_dir
 
     try:
-        written = compact_dir(log_dir, wait=wait, cpu_share=cpu_share)
+        written = compact_dir(log_dir, wait=wait, cpu_share=cpu_share, cells=rollup.Options(sketch_k, short_polling_ms))
     except Busy as exc:
         click.echo(str(exc), err=True)
         return

@@ -18,3 +18,16 @@ def rank_error(k: int) -> float:
 DEFAULT_SHORT_POLLING_MS = 1000
 #: distribution/conf/logback_broker.xml (rocketmq-all-4.9.8) stamps stats.log with %d{...,GMT+8}.
 DEFAULT_STATS_TIMEZONE = "+08:00"
+
+#: Wake reasons the server writes (rmqproxy/core/hold.py); anything else counts as "other".
+WAKES = ("none", "arrival", "timeout", "disconnect", "shutdown")
+
+#: The version of a rollup's cells (rmqproxy/observe/rollup.py): a report reads the rows of a
+#: file whose rollup is of another version.
+ROLLUP_VERSION = 1
+
+
+def rollup_name(stem: str, sketch_k: int, short_polling_ms: int) -> str:
+    """The file name of the rollup of the compacted file ``<stem>.parquet`` for these report
+    options, beside it (not ``*.parquet``: a rollup is not a file of events)."""
+    return f"{stem}.v{ROLLUP_VERSION}.k{sketch_k}.s{short_polling_ms}.cells"

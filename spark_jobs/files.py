@@ -26,6 +26,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from .defaults import rollup_name
+
 
 #: Summary tables computed at once (``write_tables``), and how its log line for each done one starts.
 TABLE_WORKERS = 3
@@ -43,30 +45,45 @@ COMPACTED = "date=*/hour=*/pulls-*.parquet"
 
 
 class Dataset(NamedTuple):
-    """The files an event-log report reads: JSON lines (files, globs or URIs, as given) and the
-    Parquet files of compacted logs."""
+    """The files an event-log report reads: JSON lines (files, globs or URIs, as given), the
+    Parquet files of compacted logs whose rows it reads (``parquet``), and those whose cells it
+    reads from their rollups instead (``rolled``, and the rollups: ``cells``)."""
 
     json: list[str]
     parquet: list[str]
+    rolled: list[str] = []
+    cells: list[str] = []
 
 
-def event_dataset(spark: SparkSession, inputs: Sequence[str]) -> Dataset:
+def event_dataset(spark: SparkSession, inputs: Sequence[str], rollups: tuple[int, int] | None = None) -> Dataset:
     """``inputs`` as a ``Dataset``. A folder holding a compacted log (``COMPACTED``) is read as
     one dataset: its Parquet files, the lines each compaction kept aside (``.rejected.jsonl``
     beside its Parquet file), and its JSON-lines files except those whose Parquet twin exists
-    (compacted, not yet deleted). Any other input is passed on as it is."""
+    (compacted, not yet deleted). A Parquet file with a rollup for ``rollups`` (sketch size,
+    short polling ms: ``defaults.rollup_name``) is ``rolled``. Any other input is passed on as it is."""
     jvm = spark.sparkContext._jvm
     conf = spark.sparkContext._jsc.hadoopConfiguration()
-    dataset = Dataset([], [])
+    dataset = Dataset([], [], [], [])
     for given in _paths(inputs):
         folder = jvm.org.apache.hadoop.fs.Path(given)
         fs = folder.getFileSystem(conf)
-        parquet = [str(s.getPath()) for s in (fs.globStatus(jvm.org.apache.hadoop.fs.Path(folder, COMPACTED)) or [])]
+        parquet = sorted(str(s.getPath()) for s in (fs.globStatus(jvm.org.apache.hadoop.fs.Path(folder, COMPACTED)) or []))
         if not parquet:
             dataset.json.append(given)
             continue
-        dataset.parquet.extend(sorted(parquet))
-        dataset.json.extend(p[: -len(".parquet")] + ".rejected.jsonl" for p in sorted(parquet)
+        found = set()
+        if rollups is not None:
+            pattern = jvm.org.apache.hadoop.fs.Path(folder, COMPACTED[: -len("*.parquet")] + rollup_name("*", *rollups))
+            found = {str(s.getPath()) for s in (fs.globStatus(pattern) or [])}
+        for path in parquet:
+            head, stem = path.rsplit("/", 1)[0], path.rsplit("/", 1)[1][: -len(".parquet")]
+            cells = f"{head}/{rollup_name(stem, *rollups)}" if rollups is not None else None
+            if cells in found:
+                dataset.rolled.append(path)
+                dataset.cells.append(cells)
+            else:
+                dataset.parquet.append(path)
+        dataset.json.extend(p[: -len(".parquet")] + ".rejected.jsonl" for p in parquet
                             if fs.exists(jvm.org.apache.hadoop.fs.Path(p[: -len(".parquet")] + ".rejected.jsonl")))  # fmt: skip
         compacted = {p.rsplit("/", 1)[1][: -len(".parquet")] for p in parquet}
         for status in fs.listStatus(folder):
@@ -97,6 +114,15 @@ def read_records(spark: SparkSession, inputs: Sequence[str], schema: StructType,
 def read_columnar(spark: SparkSession, paths: Sequence[str], schema: StructType) -> DataFrame | None:
     """The rows of compacted Parquet files with ``schema``'s columns (a column a file lacks reads
     as null), or None when there are none."""
+    if not paths:
+        return None
+    reader = spark.read.schema(schema).option("recursiveFileLookup", "true")  # no partition columns
+    return reader.parquet(*paths).select(*schema.fieldNames())
+
+
+def read_cells(spark: SparkSession, paths: Sequence[str], schema: StructType) -> DataFrame | None:
+    """The cells in rollups (rmqproxy/observe/rollup.py), with ``schema``'s columns, or None when
+    there are none."""
     if not paths:
         return None
     reader = spark.read.schema(schema).option("recursiveFileLookup", "true")  # no partition columns

@@ -51,22 +51,33 @@ def _log(message: str) -> None:
 class Source(NamedTuple):
     """The input: its raw lines with their source file, the same files through Spark's JSON
     reader, whether that reader may stand for the line parser (no line ``needs_line_reader``),
-    which may still be being checked, and the rows of compacted Parquet files (None if none)."""
+    which may still be being checked, the rows of compacted Parquet files without a rollup for
+    the job's options (None if none), and those with one: their rows (for ``--events-parquet``
+    only) and their cells (None if none)."""
 
     lines: DataFrame
     records: DataFrame
     plain: Future[bool]
     columnar: DataFrame | None = None
+    rolled: DataFrame | None = None
+    cells: DataFrame | None = None
 
 
-def extract(spark: SparkSession, inputs: list[str]) -> Source:
+def extract(spark: SparkSession, inputs: list[str], *, sketch_k: int = transforms.DEFAULT_SKETCH_K,
+            short_polling_ms: int = transforms.DEFAULT_SHORT_POLLING_MS, events: bool = False) -> Source:  # fmt: skip
     """The input, with its line check under way: local plain files are checked by their bytes in
     background threads (``files.one_object_per_line``, several times faster than Spark), so the
-    check and its reads overlap the pass (``scan``); other inputs by a scan of the lines, first."""
-    dataset = files.event_dataset(spark, inputs)
+    check and its reads overlap the pass (``scan``); other inputs by a scan of the lines, first.
+    Compacted files with a rollup for ``sketch_k`` and ``short_polling_ms`` give their cells, and
+    their rows only for ``events`` (``--events-parquet``): listing files costs a job past a few dozen."""
+    dataset = files.event_dataset(spark, inputs, (sketch_k, short_polling_ms))
     lines = files.read_lines(spark, dataset.json)
     records = files.read_records(spark, dataset.json, schema.PULL_EVENT_READ, transforms.JSON_OPTIONS)
     columnar = files.read_columnar(spark, dataset.parquet, schema.PULL_EVENT_COLUMNAR)
+    rolled = files.read_columnar(spark, dataset.rolled, schema.PULL_EVENT_COLUMNAR) if events else None
+    cells = files.read_cells(spark, dataset.cells, transforms.cell_schema(spark)) if dataset.cells else None
+    if cells is not None:
+        _log(f"{len(dataset.cells)} of {len(dataset.cells) + len(dataset.parquet)} compacted files read from their rollups")
     _log("checking line shapes")
     local = files.local_files(spark, lines)
     if local is not None:
@@ -74,25 +85,32 @@ def extract(spark: SparkSession, inputs: list[str]) -> Source:
     else:
         plain = Future()
         plain.set_result(lines.where(transforms.needs_line_reader()).isEmpty())
-    return Source(lines, records, plain, columnar)
+    return Source(lines, records, plain, columnar, rolled, cells)
 
 
 def transform(
     lines: DataFrame, records: DataFrame | None = None, *, short_polling_ms: int = transforms.DEFAULT_SHORT_POLLING_MS,
     sketch_k: int = transforms.DEFAULT_SKETCH_K, with_date: bool = False, columnar: DataFrame | None = None,
+    rolled: DataFrame | None = None, cells: DataFrame | None = None,
 ) -> tuple[DataFrame, DataFrame, DataFrame]:  # fmt: skip
     """Lines (and their JSON reader ``records``, if any, and the rows of compacted files,
     ``columnar``) in; (parsed lines, enriched events, cells) out. Lazy.
 
     ``cells`` is the one scan of the input (``transforms.cell_stats``, from ``records`` when
-    given) that every table is merged from (``summaries``). The parsed lines are read only to
-    write rejected lines, and ``events`` only for ``--events-parquet``."""
+    given), with the cells of rollups (``cells``, for the rows ``rolled``), that every table is
+    merged from (``summaries``). The parsed lines are read only to write rejected lines, and
+    ``events`` only for ``--events-parquet``."""
     parsed = transforms.parse_lines(lines)
     read = parsed if records is None else transforms.parse_records(records)
     if columnar is not None:
         read = read.unionByName(transforms.parse_columnar(columnar))
     enriched = transforms.enrich(read, short_polling_ms, with_date=with_date)
-    return parsed, transforms.valid_events(enriched), transforms.cell_stats(enriched, sketch_k)
+    scanned = transforms.cell_stats(enriched, sketch_k)
+    cells = scanned if cells is None else scanned.unionByName(cells)
+    if rolled is not None:
+        enriched = transforms.enrich(read.unionByName(transforms.parse_columnar(rolled)), short_polling_ms,
+                                     with_date=with_date)  # fmt: skip
+    return parsed, transforms.valid_events(enriched), cells
 
 
 def summaries(cells: DataFrame, *, top: int = 20, min_pulls: int = 20) -> dict[str, DataFrame]:
@@ -117,11 +135,12 @@ def scan(
     computed. Through the JSON reader while the line check runs (``session.speculate``); if the
     check fails, that pass is cancelled and the lines are parsed as text instead."""
     _log("reading and parsing input")
-    parsed, events, cells = transform(source.lines, source.records, columnar=source.columnar, **options)
+    rows = {"columnar": source.columnar, "rolled": source.rolled, "cells": source.cells}
+    parsed, events, cells = transform(source.lines, source.records, **rows, **options)
     done = session.speculate(spark, lambda: _computed(cells), source.plain)
     if done is None:
         _log("some lines are not one JSON object each: parsing every line as text")
-        parsed, events, cells = transform(source.lines, None, columnar=source.columnar, **options)
+        parsed, events, cells = transform(source.lines, None, **rows, **options)
         done = _computed(cells)
     return parsed, events, done
 
@@ -186,7 +205,7 @@ def run(
     top: int = 20, min_pulls: int = 20, events_parquet: bool = False,
 ) -> dict:  # fmt: skip
     """Extract, scan (transform and compute), load; returns the summary."""
-    source = extract(spark, inputs)
+    source = extract(spark, inputs, sketch_k=sketch_k, short_polling_ms=short_polling_ms, events=events_parquet)
     started = time.monotonic()
     parsed, events, cells = scan(
         spark, source, short_polling_ms=short_polling_ms, sketch_k=sketch_k, with_date=events_parquet

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pyspark.sql import types as T
 
+from .defaults import WAKES  # noqa: F401 (wake reasons: with the defaults, which need no pyspark)
+
 #: (field, Spark type) in PullEvent order.
 PULL_EVENT_FIELDS: tuple[tuple[str, T.DataType], ...] = (
     ("ts_ms", T.LongType()),
@@ -54,8 +56,6 @@ PULL_EVENT_READ = T.StructType(
     + [T.StructField(CORRUPT_COLUMN, T.StringType(), nullable=True)]
 )
 
-#: Wake reasons the server writes (rmqproxy/core/hold.py); anything else counts as "other".
-WAKES = ("none", "arrival", "timeout", "disconnect", "shutdown")
 
 #: One rejected input line: where it came from, why, and the line itself.
 REJECT = T.StructType(

@@ -6,7 +6,9 @@ Settings the jobs rely on, each only a default that ``spark-submit --conf`` over
 - ``spark.sql.shuffle.partitions``: the summaries are small, so 200 shuffle partitions would be
   mostly scheduling; adaptive execution coalesces further;
 - ``spark.ui.showConsoleProgress=true``: the stage progress bar on stderr is the progress display
-  on long runs.
+  on long runs;
+- ``spark.sql.sources.parallelPartitionDiscovery.threshold``: inputs are listed in the driver up
+  to 512 paths, not in a Spark job past 32.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ DEFAULTS = {
     # KLL sketch aggregates are object aggregates: keep hashing past 128 keys a task (one key per
     # cell) instead of falling back to sorting every row.
     "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "100000",
+    # An event log is a file an hour (three days kept: 72), each compacted one with a rollup:
+    # past 32 paths Spark lists them in a job of its own, a second or two of scheduling where
+    # the driver lists a few hundred files in milliseconds.
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "512",
 }
 
 #: Only honoured when this process launches the JVM (``python -m``); under spark-submit the

@@ -30,12 +30,13 @@ Definitions (documented once, here, and in spark_jobs/README.md):
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 from pyspark.sql.window import Window
 
 from .defaults import DEFAULT_SHORT_POLLING_MS, DEFAULT_SKETCH_K
-from .schema import ADDED, CORRUPT_COLUMN, PULL_EVENT_FIELDS, PULL_EVENT_READ, WAKES
+from .schema import ADDED, CORRUPT_COLUMN, PULL_EVENT_COLUMNAR, PULL_EVENT_FIELDS, PULL_EVENT_READ, WAKES
 
 PERCENTILES = (0.5, 0.9, 0.99)
 _PCT_NAMES = ("p50", "p90", "p99")
@@ -253,6 +254,12 @@ def cell_stats(events: DataFrame, sketch_k: int = DEFAULT_SKETCH_K) -> DataFrame
     grouped = keyed.groupingSets([["reason", *WINDOW_KEYS], ["reason", *QUEUE_KEYS]], *keys)
     kind = F.when(F.grouping("minute") == 0, F.lit("window")).otherwise(F.lit("queue"))
     return grouped.agg(kind.alias("kind"), *[F.expr(f"{a.format(k=sketch_k)} AS {n}") for n, (a, _) in _CELLS.items()])
+
+
+def cell_schema(spark: SparkSession) -> StructType:
+    """The columns and types of ``cell_stats``'s cells: what a rollup holds
+    (rmqproxy/observe/rollup.py), which the report reads in place of the rows it was made from."""
+    return cell_stats(enrich(parse_columnar(spark.createDataFrame([], PULL_EVENT_COLUMNAR)))).schema
 
 
 #: Every column of a cell: its aggregate over events (``{k}``: the sketch size) and the aggregate

@@ -33,6 +33,7 @@ from pathlib import Path
 import orjson
 
 from ..core.files import fsync_dir
+from . import rollup
 
 #: The version of the columnar event schema, written in every Parquet file's metadata: 1 the
 #: first fields, 2 added ``instance``.
@@ -156,22 +157,29 @@ PACE_EVERY_LINES = 2048
 _FULL_SPEED = Pacer()
 
 
-def compact(directory: Path, *, now: float | None = None, wait: bool = False, cpu_share: float = 1.0) -> list[Path]:
-    """Compact every closed file of ``directory``, using at most ``cpu_share`` of a core;
-    returns the Parquet files written. ``Busy`` if another compactor works there (unless ``wait``)."""
+def compact(directory: Path, *, now: float | None = None, wait: bool = False, cpu_share: float = 1.0,
+            cells: rollup.Options = rollup.DEFAULT) -> list[Path]:  # fmt: skip
+    """Compact every closed file of ``directory``, using at most ``cpu_share`` of a core, with
+    rollups for the report options ``cells``; returns the Parquet files written. A compacted file
+    without a rollup for these options (compacted before rollups, or for other options) gets one.
+    ``Busy`` if another compactor works there (unless ``wait``)."""
     directory = Path(directory)
     pace = Pacer(cpu_share)
     written = []
     with folder_lock(directory, wait=wait):
         for path in closed_files(directory, time.time() if now is None else now):
-            written.append(compact_file(path, pace))
+            written.append(compact_file(path, pace, cells))
+        for parquet in directory.glob("date=*/hour=*/pulls-*.parquet"):
+            if not rollup.rollup_path(parquet, *cells).exists():
+                pace()
+                _write_rollup(parquet, _read_events(parquet), cells)
     return written
 
 
-def compact_file(jsonl: Path, pace: Callable[[], None] = _FULL_SPEED) -> Path:
-    """Rewrite one closed JSON-lines file as its Parquet twin, then delete it (see the module
-    doc for the order); returns the Parquet file. A twin already there means an earlier pass
-    ended between the rename and the delete: only the delete is left to do."""
+def compact_file(jsonl: Path, pace: Callable[[], None] = _FULL_SPEED, cells: rollup.Options = rollup.DEFAULT) -> Path:
+    """Rewrite one closed JSON-lines file as its Parquet twin, with its rollup, then delete it
+    (see the module doc for the order); returns the Parquet file. A twin already there means an
+    earlier pass ended between the rename and the delete: only the delete is left to do."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -179,8 +187,7 @@ def compact_file(jsonl: Path, pace: Callable[[], None] = _FULL_SPEED) -> Path:
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
         columns, rejected = parse(jsonl.read_bytes(), pace)
-        types = {"long": pa.int64(), "int": pa.int32(), "str": pa.string(), "bool": pa.bool_(), "double": pa.float64()}
-        table = pa.table({name: pa.array(values, type=types[kind]) for (name, kind), values
+        table = pa.table({name: pa.array(values, type=_arrow_type(kind)) for (name, kind), values
                           in zip(COLUMNS, columns)})  # noqa: B905  fmt: skip
         table = table.replace_schema_metadata({"rmqproxy.schema_version": str(SCHEMA_VERSION)})
         side = sidecar(target)
@@ -188,11 +195,41 @@ def compact_file(jsonl: Path, pace: Callable[[], None] = _FULL_SPEED) -> Path:
             _write_then_rename(side, lambda tmp: tmp.write_bytes(b"".join(rejected)))
         else:
             side.unlink(missing_ok=True)
+        pace()
+        _write_rollup(target, table, cells)
         _write_then_rename(target, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
         fsync_dir(target.parent)
     jsonl.unlink(missing_ok=True)
     fsync_dir(jsonl.parent)
     return target
+
+
+def _arrow_type(kind: str):
+    """pyarrow's type of a column kind (pyarrow loads only to compact)."""
+    import pyarrow as pa
+
+    return {"long": pa.int64(), "int": pa.int32(), "str": pa.string(), "bool": pa.bool_(), "double": pa.float64()}[kind]
+
+
+def _read_events(parquet: Path):
+    """The events of a compacted file, a column added since it was written as its default."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(parquet)
+    for name, kind in COLUMNS:
+        if name not in table.column_names:
+            table = table.append_column(name, pa.array([ADDED[name]] * table.num_rows, _arrow_type(kind)))
+    return table.select([name for name, _ in COLUMNS])
+
+
+def _write_rollup(parquet: Path, events, cells: rollup.Options) -> None:
+    """Write the rollup of the events of ``parquet`` (before the file itself: see ``rollup``)."""
+    import pyarrow.parquet as pq
+
+    path = rollup.rollup_path(parquet, *cells)
+    table = rollup.cells(events, *cells)
+    _write_then_rename(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
 
 def parse(data: bytes, pace: Callable[[], None] = _FULL_SPEED) -> tuple[list[list], list[bytes]]:

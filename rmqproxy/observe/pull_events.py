@@ -41,6 +41,7 @@ from codec.codes import PullSysFlag, ResponseCode, code_name
 from codec.command import RemotingCommand
 from codec.message import record_count
 
+from . import rollup
 from .compaction import closed_files
 from .log_files import DISK_HIGH, Plan, Roller, auto_max_bytes, hour_of, instance_name, plan, scan
 
@@ -164,7 +165,7 @@ class PullLog:
     def __init__(self, directory: Path, mode: str = "all", *, instance: str = "", retention_hours: float = 72,
                  max_bytes: int = 0, clock: Callable[[], float] = time.time,
                  disk: Callable[[Path], tuple[int, int]] = disk_usage,
-                 check_every_s: float = RETENTION_EVERY_S, compact: bool = False) -> None:  # fmt: skip
+                 check_every_s: float = RETENTION_EVERY_S, compact: rollup.Options | None = None) -> None:  # fmt: skip
         if mode not in ("all", "held", "off"):
             raise ValueError(f"pull log mode must be all, held or off, not {mode!r}")
         self.directory = Path(directory)
@@ -193,7 +194,7 @@ class PullLog:
         self.deleted: collections.Counter[str] = collections.Counter()  # files retention deleted, by why
         self.deleted_bytes = 0
         self.paused = False  # the disk stays above its high mark: nothing is written
-        self.compact = compact
+        self.compact = compact  # the rollups' options when closed files are compacted in the background
         self.compactions = 0  # compaction processes started
         self._compactor: subprocess.Popen | None = None
         self._next_compact = 0.0
@@ -209,7 +210,7 @@ class PullLog:
         """The log the pull-log keys of ``config`` describe."""
         return cls(config.pull_log_dir, config.pull_log_mode, instance=config.advertised_address,
                    retention_hours=config.pull_log_retention_hours, max_bytes=config.pull_log_max_bytes,
-                   compact=config.pull_log_compact)  # fmt: skip
+                   compact=rollup.Options(short_polling_ms=config.short_polling_ms) if config.pull_log_compact else None)  # fmt: skip
 
     def __call__(self, event: PullEvent) -> None:
         """Record ``event`` (reactor thread: serialise and buffer only)."""
@@ -256,7 +257,7 @@ class PullLog:
                 return
             if self.clock() >= self._next_check:
                 self.enforce()
-            if self.compact and self.clock() >= self._next_compact:
+            if self.compact is not None and self.clock() >= self._next_compact:
                 self._start_compaction()
             if item is not _IDLE:
                 self._write(*item)
@@ -318,6 +319,7 @@ class PullLog:
         try:
             self._compactor = subprocess.Popen(
                 [sys.executable, "-m", "rmqproxy.cli", "compact", "--no-wait", "--cpu-share", str(COMPACT_CPU_SHARE),
+                 "--sketch-k", str(self.compact.sketch_k), "--short-polling-ms", str(self.compact.short_polling_ms),
                  str(self.directory)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             )  # fmt: skip

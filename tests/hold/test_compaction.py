@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from rmqproxy.cli import main
-from rmqproxy.observe import compaction
+from rmqproxy.observe import compaction, rollup
 from rmqproxy.observe.compaction import (
     COLUMNS,
     SCHEMA_VERSION,
@@ -148,13 +148,14 @@ def test_one_compactor_at_a_time(tmp_path: Path) -> None:
 def test_retention_counts_compacted_files(tmp_path: Path) -> None:
     compact_file(write_log(tmp_path, [event(i) for i in range(20)], BAD[:2]))
     names = sorted(f.path.name for f in scan(tmp_path))
-    assert names == ["pulls-20231114-22-10.0.0.1_9876-0.parquet", "pulls-20231114-22-10.0.0.1_9876-0.rejected.jsonl"]
+    stem = "pulls-20231114-22-10.0.0.1_9876-0"
+    assert names == [f"{stem}.parquet", f"{stem}.rejected.jsonl", f"{stem}.v1.k1024.s1000.cells"]
 
 
 def test_the_log_compacts_its_closed_files_in_a_child_process(tmp_path: Path) -> None:
     old = write_log(tmp_path, [event(i) for i in range(3)])
     os.utime(old, (HOUR_START + 1800, HOUR_START + 1800))
-    log = PullLog(tmp_path, instance="10.0.0.9:9876", compact=True, max_bytes=1 << 30, retention_hours=10**6)
+    log = PullLog(tmp_path, instance="10.0.0.9:9876", compact=rollup.Options(short_polling_ms=700), max_bytes=1 << 30, retention_hours=10**6)
     now_ms = int(time.time() * 1000)
     log(event(0, ts_ms=now_ms, arrived_ms=now_ms))
     log.flush()  # the writer thread takes the chunk, and starts the compaction first
@@ -165,6 +166,7 @@ def test_the_log_compacts_its_closed_files_in_a_child_process(tmp_path: Path) ->
     log.close()
     assert log.compactions == 1 and log._compactor.returncode == 0
     assert not old.exists() and pq.read_table(twin(old)).num_rows == 3
+    assert rollup.rollup_path(twin(old), 1024, 700).exists()  # for the server's short polling time
     assert len(list(tmp_path.glob("pulls-*-10.0.0.9_9876-0.jsonl"))) == 1  # its own file stays JSON lines
 
 
@@ -198,7 +200,7 @@ def test_a_paced_compaction_sleeps_until_it_has_used_its_share_of_a_core() -> No
 
 
 def test_closing_the_log_stops_a_compaction_under_way(tmp_path: Path) -> None:
-    log = PullLog(tmp_path, instance="10.0.0.9:9876", compact=True, max_bytes=1 << 30, retention_hours=10**6)
+    log = PullLog(tmp_path, instance="10.0.0.9:9876", compact=rollup.Options(short_polling_ms=700), max_bytes=1 << 30, retention_hours=10**6)
     log._compactor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     log.close()
     assert log._compactor.returncode is not None
@@ -214,3 +216,42 @@ def test_the_compaction_process_runs_only_on_idle_cores() -> None:
             assert os.getpriority(os.PRIO_PROCESS, child.pid) == COMPACT_NICENESS
     finally:
         child.communicate(b"")
+
+
+def test_a_rollup_holds_the_cells_of_its_file(tmp_path: Path) -> None:
+    """Counts, sums, maxima and sketches per window cell and per queue cell, the overshoot of a
+    short-mode timeout measured against the short polling time the rollup was made for."""
+    from datasketches import kll_doubles_sketch
+
+    events = [event(i) for i in range(100)] + [
+        event(100, wake="timeout", mode="short", suspend_ms=0, held=True, hold_ms=1003.0, code="PULL_NOT_FOUND"),
+        event(101, wake="timeout", hold_ms=15002.5, held=True, client_id="", remote="10.0.0.6:2"),
+    ]
+    parquet = compact_file(write_log(tmp_path, events), cells=rollup.Options(sketch_k=64, short_polling_ms=1000))
+    cells = pq.read_table(rollup.rollup_path(parquet, 64, 1000)).to_pylist()
+    windows = {c["suspendable"]: c for c in cells if c["kind"] == "window"}
+    queues = {(c["queue_id"], c["client"]): c for c in cells if c["kind"] == "queue"}
+    assert set(windows) == {True, False} and len(cells) == 2 + len(queues)
+    assert set(queues) == {(q, "c@1") for q in range(4)} | {(1, "10.0.0.6:2")}
+    held = windows[True]
+    assert (held["pulls"], held["held_pulls"], held["found_pulls"], held["timeouts_measured"]) == (101, 51, 101, 1)
+    assert held["hold_ms_max"] == 15002.5 and held["overshoot_ms_sum"] == pytest.approx(2.5)
+    assert held["_wake_arrival"] == 100 and held["_wake_timeout"] == 1
+    assert held["first_ts_ms"] == HOUR_START * 1000 and held["last_ts_ms"] == HOUR_START * 1000 + 101
+    short = windows[False]
+    assert (short["pulls"], short["found_pulls"], short["overshoot_ms_max"]) == (1, 0, pytest.approx(3.0))
+    hold = kll_doubles_sketch.deserialize(held["_hold_sketch"])
+    assert hold.n == 51 and hold.k == 64 and hold.get_max_value() == 15002.5  # held pulls only
+    assert kll_doubles_sketch.deserialize(held["_total_sketch"]).n == 101
+    assert kll_doubles_sketch.deserialize(queues[(2, "c@1")]["_overshoot_sketch"]).is_empty()
+    assert queues[(2, "c@1")]["overshoot_ms_max"] is None and queues[(2, "c@1")]["overshoot_ms_sum"] is None
+    assert queues[(0, "c@1")]["overshoot_ms_max"] == pytest.approx(3.0)
+
+
+def test_compacting_again_adds_a_rollup_for_other_options_and_leaves_the_rest(tmp_path: Path) -> None:
+    parquet = compact_file(write_log(tmp_path, [event(i) for i in range(10)]))
+    before = parquet.stat().st_mtime_ns
+    assert compact(tmp_path, now=HOUR_START, cells=rollup.Options(2048, 500)) == []
+    assert rollup.rollup_path(parquet, 1024, 1000).exists() and rollup.rollup_path(parquet, 2048, 500).exists()
+    assert parquet.stat().st_mtime_ns == before
+    assert pq.read_table(rollup.rollup_path(parquet, 2048, 500))["pulls"].to_pylist() == [10, 3, 3, 2, 2]

@@ -1,16 +1,25 @@
 """A report over a compacted event log is the report over its JSON lines: the same summary and
 the same tables (percentiles exact, see ``_report``), whether every file or some of them has
-been compacted, a crash between a compaction's rename and its delete included."""
+been compacted, read from their rollups or their rows, a crash between a compaction's rename
+and its delete included."""
 
 from __future__ import annotations
 
 import shutil
 import time
 
+import csv
+import io
+
+import pytest
+
+from rmqproxy.observe import rollup
 from rmqproxy.observe.compaction import compact, compact_file, dataset_files, twin
-from spark_jobs import generate
+from spark_jobs import files, generate
 
 MIDNIGHT_MS = 1_715_644_800_000  # 2024-05-14 00:00:00 UTC
+#: The report's options in ``_report``: rollups made for them stand for their files' rows.
+EXACT = rollup.Options(sketch_k=65_535)
 TORN = b'{"ts_ms":1715644800001,"arrived_ms"\n'
 WRONG = b'{"ts_ms":"late"}\n'
 
@@ -20,7 +29,7 @@ def _report(spark, logs, out) -> tuple[dict, dict[str, str]]:
 
     # A sketch larger than any cell keeps every value, so the percentiles are exact: equal whatever
     # the partitioning (with a smaller one they differ within its rank error, by read order).
-    summary = hold_report.run(spark, [str(logs)], str(out), sketch_k=65_535, min_pulls=1, top=5)
+    summary = hold_report.run(spark, [str(logs)], str(out), sketch_k=EXACT.sketch_k, min_pulls=1, top=5)
     kept = {k: v for k, v in summary.items() if k not in ("inputs", "output", "seconds")}
     tables = {p.name: p.read_text() for p in sorted((out / "csv").glob("*.csv"))}
     return kept, tables
@@ -36,19 +45,57 @@ def test_the_report_is_the_same_from_json_lines_compacted_and_half_compacted_log
     compacted, half = tmp_path / "compacted", tmp_path / "half"
     shutil.copytree(logs, compacted)
     shutil.copytree(logs, half)
-    assert len(compact(compacted, now=time.time() + 86_400)) == 3
-    compact_file(half / paths[0].name)
-    compact_file(half / paths[1].name)
+    assert len(compact(compacted, now=time.time() + 86_400, cells=EXACT)) == 3
+    compact_file(half / paths[0].name, cells=EXACT)
+    compact_file(half / paths[1].name)  # its rollup is for other options: the report reads its rows
     shutil.copy(logs / paths[1].name, half / paths[1].name)  # as a crash between the rename and the delete leaves it
     expected, expected_tables = _report(spark, logs, tmp_path / "out-json")
     assert expected["events"] == 8_000 and expected["rejected"] == 3
-    for folder in (compacted, half):
+    for folder, rolled in ((compacted, 3), (half, 1)):
         assert dataset_files(folder)[1], folder
+        assert len(files.event_dataset(spark, [str(folder)], EXACT).cells) == rolled
         summary, tables = _report(spark, folder, tmp_path / f"out-{folder.name}")
         assert summary == expected, folder
-        assert tables == expected_tables, folder
+        assert tables.keys() == expected_tables.keys()
+        for name, text in tables.items():
+            _same_table(text, expected_tables[name], f"{folder.name}/{name}")
+    events = _events_written(spark, compacted, tmp_path / "out-events")
+    assert events == 8_000  # --events-parquet writes the rows of rolled files too
     assert twin(half / paths[1].name).exists() and (half / paths[1].name).exists()
     assert not (half / paths[0].name).exists() and (half / paths[2].name).exists()
+
+
+def _events_written(spark, logs, out) -> int:
+    """Events a report with ``--events-parquet`` writes."""
+    from spark_jobs import hold_report
+
+    hold_report.run(spark, [str(logs)], str(out), sketch_k=EXACT.sketch_k, events_parquet=True)
+    return spark.read.parquet(str(out / "events")).count()
+
+
+def _same_table(got: str, expected: str, what: str) -> None:
+    """Two CSV tables equal cell for cell, a value derived from a sum of durations to its last
+    written digit: a rollup adds durations up in another order than Spark does, and the CSV
+    rounds to six decimals."""
+    got_rows, expected_rows = list(csv.reader(io.StringIO(got))), list(csv.reader(io.StringIO(expected)))
+    assert len(got_rows) == len(expected_rows) and got_rows[0] == expected_rows[0], what
+    header = got_rows[0]
+    for got_row, expected_row in zip(got_rows[1:], expected_rows[1:], strict=True):
+        for name, a, b in zip(header, got_row, expected_row, strict=True):
+            if a != b and "." in a + b:
+                assert float(a) == pytest.approx(float(b), rel=1e-9, abs=1.01e-6), (what, name)
+            else:
+                assert a == b, (what, name)
+
+
+def test_a_rollup_has_the_columns_and_types_of_the_cells_it_stands_for(spark, tmp_path) -> None:
+    from spark_jobs import transforms
+
+    (path,) = generate.write(tmp_path, 500, seed=4, start_ms=MIDNIGHT_MS)
+    parquet = compact_file(path)
+    cells = spark.read.parquet(str(rollup.rollup_path(parquet, *rollup.DEFAULT)))
+    expected = transforms.cell_schema(spark)
+    assert [(f.name, f.dataType) for f in cells.schema] == [(f.name, f.dataType) for f in expected]
 
 
 def test_events_from_before_a_column_was_added_read_as_its_default(spark, tmp_path) -> None:
