@@ -112,17 +112,8 @@ def read_records(spark: SparkSession, inputs: Sequence[str], schema: StructType,
 
 
 def read_columnar(spark: SparkSession, paths: Sequence[str], schema: StructType) -> DataFrame | None:
-    """The rows of compacted Parquet files with ``schema``'s columns (a column a file lacks reads
-    as null), or None when there are none."""
-    if not paths:
-        return None
-    reader = spark.read.schema(schema).option("recursiveFileLookup", "true")  # no partition columns
-    return reader.parquet(*paths).select(*schema.fieldNames())
-
-
-def read_cells(spark: SparkSession, paths: Sequence[str], schema: StructType) -> DataFrame | None:
-    """The cells in rollups (rmqproxy/observe/rollup.py), with ``schema``'s columns, or None when
-    there are none."""
+    """The rows of compacted Parquet files (events, or the cells of their rollups) with
+    ``schema``'s columns (a column a file lacks reads as null), or None when there are none."""
     if not paths:
         return None
     reader = spark.read.schema(schema).option("recursiveFileLookup", "true")  # no partition columns

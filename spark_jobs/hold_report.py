@@ -75,7 +75,7 @@ def extract(spark: SparkSession, inputs: list[str], *, sketch_k: int = transform
     records = files.read_records(spark, dataset.json, schema.PULL_EVENT_READ, transforms.JSON_OPTIONS)
     columnar = files.read_columnar(spark, dataset.parquet, schema.PULL_EVENT_COLUMNAR)
     rolled = files.read_columnar(spark, dataset.rolled, schema.PULL_EVENT_COLUMNAR) if events else None
-    cells = files.read_cells(spark, dataset.cells, transforms.cell_schema(spark)) if dataset.cells else None
+    cells = files.read_columnar(spark, dataset.cells, transforms.cell_schema(spark)) if dataset.cells else None
     if cells is not None:
         _log(f"{len(dataset.cells)} of {len(dataset.cells) + len(dataset.parquet)} compacted files read from their rollups")
     _log("checking line shapes")

@@ -45,7 +45,6 @@ def cells(events, sketch_k: int, short_polling_ms: int):
     """The cells of a table of events (``compaction.COLUMNS``) as a pyarrow table: one row per
     window cell (group, topic, minute, suspendable) and per queue cell (group, topic, queue_id,
     client), the columns and types of ``cell_stats`` (its test checks both)."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -95,13 +94,14 @@ def cells(events, sketch_k: int, short_polling_ms: int):
         columns["kind"] = pa.array([kind] * n, pa.string())
         for name, (column, function) in zip(names, aggregates, strict=True):
             values = grouped[f"{column}_{function}"]
-            columns[name] = _sketches(values, sketch_k, np) if function == "list" else values
+            columns[name] = _sketches(values, sketch_k) if function == "list" else values
         parts.append(pa.table(columns))
     return pa.concat_tables(parts)
 
 
-def _sketches(lists, sketch_k: int, np):
+def _sketches(lists, sketch_k: int):
     """A serialized KLL sketch of each list's values (nulls left out), as a binary column."""
+    import numpy as np
     import pyarrow as pa
     from datasketches import kll_doubles_sketch
 
