@@ -6,11 +6,12 @@ For each size (default 1M and 10M events): generate the logs once with ``spark_j
 compacted copy with rollups (``rmqproxy.observe.compaction``, as the server's background step
 leaves a log; its time is reported, and it is made again when rollups change). Then time ``rmqproxy report --master local[2]`` end to end in a fresh
 process, from process start to report written (JVM start, read, every table, Parquet, CSV,
-report.html), over the JSON lines and over the compacted copy, ``--runs`` times each,
-interleaved, alternating which goes first; the median run of each is reported with its phase
+report.html), over the JSON lines, over the compacted copy (rollups merged in the process: the command's
+default there) and over the compacted copy through Spark (``--engine spark``), ``--runs`` times
+each, interleaved, each kind first in turn; the median run of each is reported with its phase
 times. The driver JVM maps this machine's class data sharing archive (spark_jobs.cds), recorded
 first by an untimed run on 20k events if missing. ``job_s`` is the job's own time after the
-session is up. Also reported: events/s, the growth of time per event from the smallest to the
+session is up (for a merge, from the command's start). Also reported: events/s, the growth of time per event from the smallest to the
 largest size (target: no worse than linear, i.e. <= 1.0 plus noise), the 10M target (<= 20 s
 over compacted files), and the load average before and after each run, since a busy machine
 slows every figure.
@@ -44,7 +45,10 @@ from spark_jobs import cds, files, generate
 
 #: 10M events over compacted files, process start to report written (issue 38; 60 s over JSON before).
 TARGET_10M_S = 20.0
-KINDS = ("json", "compacted")
+#: What each timed run reads, and with which ``--engine``: the JSON lines, and the compacted copy as
+#: ``rmqproxy report`` reads it by default (its rollups merged in the process, no JVM) and through
+#: Spark (``--engine spark``, as on a cluster).
+KINDS = {"json": ("json", "auto"), "compacted": ("compacted", "auto"), "compacted_spark": ("compacted", "spark")}
 
 
 def _load() -> list[float]:
@@ -99,11 +103,11 @@ def prime_cds(base: Path, master: str) -> str | None:
     return None if found is None else str(found)
 
 
-def run_job(events_dir: Path, out_dir: Path, master: str) -> dict:
+def run_job(events_dir: Path, out_dir: Path, master: str, engine: str) -> dict:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     command = Path(sys.executable).with_name("rmqproxy")  # the console script, as a user runs it
     cmd = [str(command), "report", "--master", master, "--input", str(events_dir), "--output", str(out_dir),
-           "--conf", "spark.ui.showConsoleProgress=false"]  # fmt: skip
+           "--conf", "spark.ui.showConsoleProgress=false", "--engine", engine]  # fmt: skip
     load_before = _load()
     started = time.monotonic()
     proc = subprocess.run(cmd, cwd=out_dir.parent, env=env, capture_output=True, text=True, check=False)
@@ -111,7 +115,7 @@ def run_job(events_dir: Path, out_dir: Path, master: str) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"hold_report failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     summary = json.loads((out_dir / "summary.json").read_text())
-    return {"wall_s": round(wall, 2), "job_s": summary["seconds"], "phases_s": _phases(proc.stdout + proc.stderr),
+    return {"wall_s": round(wall, 2), "engine": summary["engine"], "job_s": summary["seconds"], "phases_s": _phases(proc.stdout + proc.stderr),
             "events": summary["events"], "rejected": summary["rejected"], "load_before": load_before,
             "load_after": _load()}  # fmt: skip
 
@@ -147,16 +151,18 @@ def main(argv: list[str] | None = None) -> int:
         inputs = {"json": events_dir, "compacted": compacted_dir}
         runs: dict[str, list[dict]] = {kind: [] for kind in KINDS}
         for i in range(args.runs):
-            for kind in KINDS if i % 2 == 0 else reversed(KINDS):
-                runs[kind].append(run_job(inputs[kind], args.data / f"report-{n}-{kind}", args.master))
+            for kind in [*KINDS][i % len(KINDS):] + [*KINDS][: i % len(KINDS)]:  # each kind first in turn
+                read, engine = KINDS[kind]
+                runs[kind].append(run_job(inputs[read], args.data / f"report-{n}-{kind}", args.master, engine))
                 print(json.dumps({"events": n, "kind": kind, **runs[kind][-1]}), file=sys.stderr)
         result = {"events": n, "generation_s": None if generated_s is None else round(generated_s, 1),
                   "compaction_s": None if compacted_s is None else round(compacted_s, 1)}  # fmt: skip
         for kind in KINDS:
             walls = [r["wall_s"] for r in runs[kind]]
             median = sorted(runs[kind], key=lambda r: r["wall_s"])[(len(walls) - 1) // 2]
+            read = inputs[KINDS[kind][0]]
             result[kind] = {
-                "input_bytes": _size(inputs[kind]), "files": len(list(inputs[kind].rglob("pulls-*"))),
+                "input_bytes": _size(read), "files": len(list(read.rglob("pulls-*"))),
                 "wall_s_runs": walls, "wall_s": round(statistics.median(walls), 2), "median_run": median,
                 "events_per_s": round(n / statistics.median(walls)),
             }  # fmt: skip

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from .defaults import DEFAULT_SHORT_POLLING_MS, DEFAULT_SKETCH_K, DEFAULT_STATS_TIMEZONE
+from .defaults import DEFAULT_SHORT_POLLING_MS, DEFAULT_SKETCH_K, DEFAULT_STATS_TIMEZONE, ENGINES
 
 
 @click.command("report", context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,8 +28,11 @@ from .defaults import DEFAULT_SHORT_POLLING_MS, DEFAULT_SKETCH_K, DEFAULT_STATS_
 @click.option("--events-parquet", is_flag=True, help="events: also write the parsed events as Parquet by date")
 @click.option("--timezone", default=DEFAULT_STATS_TIMEZONE, show_default=True, help="stats-log: zone of the log's timestamps")
 @click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="extra Spark setting; repeatable")
+@click.option("--engine", type=click.Choice(ENGINES), default="auto", show_default=True,
+              help="events: merge = merge compacted files' rollups in this process, no Spark (every file needs one "
+                   "for these options; local paths and master); spark = always Spark; auto = merge when it can")  # fmt: skip
 def report(inputs, output, master, source, short_polling_ms, sketch_k, top, min_pulls, events_parquet, timezone,
-           confs) -> None:  # fmt: skip
+           confs, engine) -> None:  # fmt: skip
     """Summarise pull/hold event logs (or a broker's stats.log) into Parquet, CSV and report.html."""
     argv = [x for path in inputs for x in ("--input", path)] + ["--output", output, "--top", str(top)]
     if master:
@@ -40,11 +43,13 @@ def report(inputs, output, master, source, short_polling_ms, sketch_k, top, min_
     if source == "events":
         from . import hold_report
 
-        argv += ["--short-polling-ms", str(short_polling_ms), "--sketch-k", str(sketch_k)]
+        argv += ["--short-polling-ms", str(short_polling_ms), "--sketch-k", str(sketch_k), "--engine", engine]
         if events_parquet:
             argv.append("--events-parquet")
         hold_report.main(argv)
     else:
+        if engine == "merge":
+            raise click.UsageError("--engine merge is for event logs; a stats.log is read by Spark")
         from . import stats_log
 
         stats_log.main(argv + ["--timezone", timezone])

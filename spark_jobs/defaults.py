@@ -22,6 +22,10 @@ DEFAULT_STATS_TIMEZONE = "+08:00"
 #: Wake reasons the server writes (rmqproxy/core/hold.py); anything else counts as "other".
 WAKES = ("none", "arrival", "timeout", "disconnect", "shutdown")
 
+#: Measures whose distribution a cell keeps as a KLL sketch (hold over held pulls only,
+#: overshoot over timeouts only: spark_jobs/transforms.py).
+SKETCHED = ("total", "hold", "service", "overshoot")
+
 #: The version of a rollup's cells (rmqproxy/observe/rollup.py): a report reads the rows of a
 #: file whose rollup is of another version.
 ROLLUP_VERSION = 1
@@ -31,3 +35,8 @@ def rollup_name(stem: str, sketch_k: int, short_polling_ms: int) -> str:
     """The file name of the rollup of the compacted file ``<stem>.parquet`` for these report
     options, beside it (not ``*.parquet``: a rollup is not a file of events)."""
     return f"{stem}.v{ROLLUP_VERSION}.k{sketch_k}.s{short_polling_ms}.cells"
+
+
+#: ``--engine`` of the event report: auto merges rollups in the process when it can (see
+#: ``hold_report.mergeable``), else runs Spark; spark and merge force one.
+ENGINES = ("auto", "spark", "merge")

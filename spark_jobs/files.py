@@ -14,11 +14,13 @@ import csv
 import datetime as dt
 import io
 import json
+import shutil
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import NamedTuple
+from pathlib import Path
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -55,26 +57,81 @@ class Dataset(NamedTuple):
     cells: list[str] = []
 
 
-def event_dataset(spark: SparkSession, inputs: Sequence[str], rollups: tuple[int, int] | None = None) -> Dataset:
-    """``inputs`` as a ``Dataset``. A folder holding a compacted log (``COMPACTED``) is read as
-    one dataset: its Parquet files, the lines each compaction kept aside (``.rejected.jsonl``
-    beside its Parquet file), and its JSON-lines files except those whose Parquet twin exists
-    (compacted, not yet deleted). A Parquet file with a rollup for ``rollups`` (sketch size,
-    short polling ms: ``defaults.rollup_name``) is ``rolled``. Any other input is passed on as it is."""
-    jvm = spark.sparkContext._jvm
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
+class Listing(Protocol):
+    """The three file-system questions ``event_dataset`` asks: Hadoop's FileSystem API for a
+    job (``hadoop_listing``), the local one for the report that reads rollups without a JVM
+    (``LOCAL``)."""
+
+    def glob(self, folder: str, pattern: str) -> list[str]:
+        """Paths matching ``pattern`` under ``folder``."""
+
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` is there."""
+
+    def files(self, folder: str) -> list[str]:
+        """The paths of the plain files directly in ``folder`` (none if it is not a folder)."""
+
+
+class _Hadoop:
+    def __init__(self, spark: SparkSession) -> None:
+        self._jvm = spark.sparkContext._jvm
+        self._conf = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def _fs(self, path):
+        return path.getFileSystem(self._conf)
+
+    def glob(self, folder: str, pattern: str) -> list[str]:
+        path = self._jvm.org.apache.hadoop.fs.Path(self._jvm.org.apache.hadoop.fs.Path(folder), pattern)
+        return [str(s.getPath()) for s in (self._fs(path).globStatus(path) or [])]
+
+    def exists(self, path: str) -> bool:
+        hadoop = self._jvm.org.apache.hadoop.fs.Path(path)
+        return bool(self._fs(hadoop).exists(hadoop))
+
+    def files(self, folder: str) -> list[str]:
+        path = self._jvm.org.apache.hadoop.fs.Path(folder)
+        fs = self._fs(path)
+        if not fs.isDirectory(path):
+            return []
+        return [str(s.getPath()) for s in fs.listStatus(path) if s.isFile()]
+
+
+def hadoop_listing(spark: SparkSession) -> Listing:
+    """``event_dataset``'s questions through Hadoop's FileSystem API (any URI the session reads)."""
+    return _Hadoop(spark)
+
+
+class _Local:
+    def glob(self, folder: str, pattern: str) -> list[str]:
+        return [str(p) for p in Path(folder).glob(pattern)]
+
+    def exists(self, path: str) -> bool:
+        return Path(path).exists()
+
+    def files(self, folder: str) -> list[str]:
+        return [str(p) for p in Path(folder).iterdir() if p.is_file()] if Path(folder).is_dir() else []
+
+
+#: ``event_dataset``'s questions answered by this machine's own file system (plain paths only).
+LOCAL: Listing = _Local()
+
+
+def event_dataset(listing: Listing, inputs: Sequence[str], rollups: tuple[int, int] | None = None) -> Dataset:
+    """``inputs`` as a ``Dataset``, their folders listed by ``listing``. A folder holding a
+    compacted log (``COMPACTED``) is read as one dataset: its Parquet files, the lines each
+    compaction kept aside (``.rejected.jsonl`` beside its Parquet file), and its JSON-lines files
+    except those whose Parquet twin exists (compacted, not yet deleted). A Parquet file with a
+    rollup for ``rollups`` (sketch size, short polling ms: ``defaults.rollup_name``) is
+    ``rolled``. Any other input is passed on as it is."""
     dataset = Dataset([], [], [], [])
     for given in _paths(inputs):
-        folder = jvm.org.apache.hadoop.fs.Path(given)
-        fs = folder.getFileSystem(conf)
-        parquet = sorted(str(s.getPath()) for s in (fs.globStatus(jvm.org.apache.hadoop.fs.Path(folder, COMPACTED)) or []))
+        parquet = sorted(listing.glob(given, COMPACTED))
         if not parquet:
             dataset.json.append(given)
             continue
         found = set()
         if rollups is not None:
-            pattern = jvm.org.apache.hadoop.fs.Path(folder, COMPACTED[: -len("*.parquet")] + rollup_name("*", *rollups))
-            found = {str(s.getPath()) for s in (fs.globStatus(pattern) or [])}
+            found = set(listing.glob(given, COMPACTED[: -len("*.parquet")] + rollup_name("*", *rollups)))
         for path in parquet:
             head, stem = path.rsplit("/", 1)[0], path.rsplit("/", 1)[1][: -len(".parquet")]
             cells = f"{head}/{rollup_name(stem, *rollups)}" if rollups is not None else None
@@ -84,13 +141,13 @@ def event_dataset(spark: SparkSession, inputs: Sequence[str], rollups: tuple[int
             else:
                 dataset.parquet.append(path)
         dataset.json.extend(p[: -len(".parquet")] + ".rejected.jsonl" for p in parquet
-                            if fs.exists(jvm.org.apache.hadoop.fs.Path(p[: -len(".parquet")] + ".rejected.jsonl")))  # fmt: skip
+                            if listing.exists(p[: -len(".parquet")] + ".rejected.jsonl"))  # fmt: skip
         compacted = {p.rsplit("/", 1)[1][: -len(".parquet")] for p in parquet}
-        for status in fs.listStatus(folder):
-            name = status.getPath().getName()
+        for path in sorted(listing.files(given)):
+            name = path.rsplit("/", 1)[1]
             compacted_twin = name.endswith(".jsonl") and name[: -len(".jsonl")] in compacted
-            if status.isFile() and not name.startswith(("_", ".")) and not compacted_twin:
-                dataset.json.append(str(status.getPath()))
+            if not name.startswith(("_", ".")) and not compacted_twin:
+                dataset.json.append(path)
     return dataset
 
 
@@ -216,16 +273,17 @@ def write_bytes(spark: SparkSession, uri: str, data: bytes) -> None:
         out.close()
 
 
-def write_report(spark: SparkSession, output: str, html: str, summary: dict) -> str:
-    """Write a job's ``report.html`` and ``summary.json`` into ``output``; returns the report's URI."""
+def write_report(write: Callable[[str, bytes], None], output: str, html: str, summary: dict) -> str:
+    """Write a job's ``report.html`` and ``summary.json`` into ``output`` with ``write(uri,
+    data)``; returns the report's URI."""
     page = join(output, "report.html")
-    write_bytes(spark, page, html.encode())
-    write_bytes(spark, join(output, "summary.json"), to_json(summary))
+    write(page, html.encode())
+    write(join(output, "summary.json"), to_json(summary))
     return page
 
 
 def publish(
-    spark: SparkSession,
+    write: Callable[[str, bytes], None],
     output: str,
     summary: dict,
     collected: dict[str, tuple[list[str], list[tuple]]],
@@ -235,16 +293,55 @@ def publish(
 ) -> dict:
     """End a job: complete its ``summary`` with each table's row count and the seconds since
     ``started`` (monotonic), write ``render(summary, collected)`` as report.html and the summary as
-    summary.json; returns the summary written."""
+    summary.json with ``write(uri, data)`` (``write_bytes`` bound to a session, or a local write);
+    returns the summary written."""
     summary = {
         **summary,
         "tables": {name: len(rows) for name, (_, rows) in collected.items()},
         "seconds": round(time.monotonic() - started, 3),
     }
     log("writing report.html")
-    page = write_report(spark, output, render(summary, collected), summary)
+    page = write_report(write, output, render(summary, collected), summary)
     log(f"done in {summary['seconds']} s: {page}")
     return summary
+
+
+def write_local(path: str, data: bytes) -> None:
+    """Create or replace the local file ``path`` (and its folder) with ``data``."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_bytes(data)
+
+
+def write_local_tables(
+    output: str,
+    tables: dict,
+    partitioned: Sequence[str],
+    rows: Callable[[object], tuple[list[str], list[tuple]]],
+    log: Callable[[str], None],
+) -> dict[str, tuple[list[str], list[tuple]]]:
+    """``write_tables`` for pyarrow tables under a local ``output``: the same folders (Parquet,
+    ``partitioned`` ones by ``date``, each replaced) and CSV files; returns their (columns, rows)
+    as ``rows`` gives them."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    collected = {}
+    for name, table in tables.items():
+        folder = Path(output, name)
+        shutil.rmtree(folder, ignore_errors=True)
+        parts = {"": table}
+        if name in partitioned:
+            parts = {f"date={d}": table.filter(pc.equal(table["date"], d)).drop_columns("date")
+                     for d in sorted(set(table["date"].to_pylist()))}  # fmt: skip
+        for part, rows_of_part in parts.items():
+            (folder / part).mkdir(parents=True, exist_ok=True)
+            pq.write_table(rows_of_part, folder / part / "part-00000.parquet")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "_SUCCESS").touch()
+        collected[name] = rows(table)
+        write_local(join(output, "csv", f"{name}.csv"), to_csv(*collected[name]))
+        log(f"{TABLE_DONE} {name} written ({table.num_rows} rows)")
+    return collected
 
 
 def read_bytes(spark: SparkSession, uri: str) -> bytes:

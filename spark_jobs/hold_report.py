@@ -26,6 +26,9 @@ explicit PullEvent schema, and writes under OUT:
 from __future__ import annotations
 
 import argparse
+import functools
+import os
+import shutil
 import sys
 import time
 from concurrent.futures import Future
@@ -38,6 +41,7 @@ if __package__ in (None, ""):  # run as a file (spark-submit spark_jobs/hold_rep
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_jobs import files, report, schema, session, transforms
+from spark_jobs.defaults import ENGINES
 from spark_jobs.session import build_session
 
 TABLES = ("by_minute", "by_hour", "group_topic", "rate_vs_pull_time", "slowest_queues", "slowest_clients")
@@ -70,7 +74,7 @@ def extract(spark: SparkSession, inputs: list[str], *, sketch_k: int = transform
     check and its reads overlap the pass (``scan``); other inputs by a scan of the lines, first.
     Compacted files with a rollup for ``sketch_k`` and ``short_polling_ms`` give their cells, and
     their rows only for ``events`` (``--events-parquet``): listing files costs a job past a few dozen."""
-    dataset = files.event_dataset(spark, inputs, (sketch_k, short_polling_ms))
+    dataset = files.event_dataset(files.hadoop_listing(spark), inputs, (sketch_k, short_polling_ms))
     lines = files.read_lines(spark, dataset.json)
     records = files.read_records(spark, dataset.json, schema.PULL_EVENT_READ, transforms.JSON_OPTIONS)
     columnar = files.read_columnar(spark, dataset.parquet, schema.PULL_EVENT_COLUMNAR)
@@ -166,37 +170,70 @@ def load(
     try:
         tables = summaries(cells, top=options["top"], min_pulls=options["min_pulls"])
         counts = {row["reason"]: row["count"] for row in transforms.reject_counts(cells).collect()}
-        kept = counts.pop(None, 0)
-        rejected = sum(counts.values())
-        _log(f"{kept + rejected} lines: {kept} events kept, {rejected} rejected {dict(sorted(counts.items()))}")
+        _log_counts(counts)
         # Only a log with rejects is read a second time, to write them with their file and text;
         # otherwise its empty plan (limit 0 reads nothing; a DataFrame of an empty Python list cost
         # a job of over a second).
         rejects = transforms.rejected_lines(parsed)
-        rejects = rejects if rejected else rejects.limit(0)
+        rejects = rejects if sum(v for k, v in counts.items() if k is not None) else rejects.limit(0)
         rejects.write.mode("overwrite").json(files.join(output, "rejects"))
         if events_parquet:
             _log("writing events Parquet")
             events.write.mode("overwrite").partitionBy("date").parquet(files.join(output, "events"))
         with session.settings(spark, session.INTERPRETED):
             collected = files.write_tables(spark, output, {n: tables[n] for n in TABLES}, PARTITIONED, _log)
-        columns, rows = collected["group_topic"]
-        first = min((r[columns.index("first_ts_ms")] for r in rows), default=None)
-        last = max((r[columns.index("last_ts_ms")] for r in rows), default=None)
-        summary = {
-            "inputs": options.get("inputs"),
-            "output": output,
-            "lines": kept + rejected,
-            "events": kept,
-            "rejected": rejected,
-            "rejected_by_reason": dict(sorted(counts.items())),
-            "first_ts_ms": first,
-            "last_ts_ms": last,
-            "options": {k: v for k, v in options.items() if k != "inputs"},
-        }
-        return files.publish(spark, output, summary, collected, report.render_hold_report, started, _log)
+        summary = _summary(output, options, counts, collected, "spark")
+        return files.publish(functools.partial(files.write_bytes, spark), output, summary, collected,
+                             report.render_hold_report, started, _log)  # fmt: skip
     finally:
         spark.catalog.clearCache()
+
+
+def _log_counts(counts: dict[str | None, int]) -> None:
+    kept = counts.get(None, 0)
+    rejected = {k: v for k, v in counts.items() if k is not None}
+    _log(f"{kept + sum(rejected.values())} lines: {kept} events kept, {sum(rejected.values())} rejected "
+         f"{dict(sorted(rejected.items()))}")  # fmt: skip
+
+
+def _summary(output: str, options: dict, counts: dict[str | None, int],
+             collected: dict[str, tuple[list[str], list[tuple]]], engine: str) -> dict:  # fmt: skip
+    """The summary of a report (``files.publish`` adds its tables and seconds): lines by reason
+    (``counts``, None = kept), the time range, the options, and what merged the tables."""
+    rejected = {k: v for k, v in counts.items() if k is not None}
+    kept = counts.get(None, 0)
+    columns, rows = collected["group_topic"]
+    return {
+        "inputs": options.get("inputs"),
+        "output": output,
+        "lines": kept + sum(rejected.values()),
+        "events": kept,
+        "rejected": sum(rejected.values()),
+        "rejected_by_reason": dict(sorted(rejected.items())),
+        "first_ts_ms": min((r[columns.index("first_ts_ms")] for r in rows), default=None),
+        "last_ts_ms": max((r[columns.index("last_ts_ms")] for r in rows), default=None),
+        "options": {k: v for k, v in options.items() if k != "inputs"},
+        "engine": engine,
+    }
+
+
+def run_merged(cells: list[str], output: str, options: dict, started: float) -> dict:
+    """The report from rollups alone (``cells``, their paths), merged in this process
+    (``cell_merge``): the Spark path's tables, summary and page, no JVM. Local files only."""
+    from spark_jobs import cell_merge
+
+    _log(f"merging the cells of {len(cells)} rollups in this process (no Spark)")
+    merged = cell_merge.read_cells(cells)
+    counts = cell_merge.reject_counts(merged)
+    _log_counts(counts)
+    tables = cell_merge.summaries(merged, top=options["top"], min_pulls=options["min_pulls"])
+    rejects = Path(output, "rejects")  # none: a compaction keeps rejected lines as JSON lines
+    shutil.rmtree(rejects, ignore_errors=True)
+    rejects.mkdir(parents=True)
+    (rejects / "_SUCCESS").touch()
+    collected = files.write_local_tables(output, {n: tables[n] for n in TABLES}, PARTITIONED, cell_merge.rows, _log)
+    summary = _summary(output, options, counts, collected, "merge")
+    return files.publish(files.write_local, output, summary, collected, report.render_hold_report, started, _log)
 
 
 def run(
@@ -238,11 +275,48 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--min-pulls", type=int, default=20, help="pulls a queue or client needs to be ranked")
     parser.add_argument("--events-parquet", action="store_true", help="also write the parsed events as Parquet")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    parser.add_argument("--engine", choices=ENGINES, default="auto",
+                        help="spark: always Spark; merge: merge rollups in this process (every input file must have one "
+                             "for these options; local paths, local master); auto: merge when it can, else Spark")  # fmt: skip
     return parser.parse_args(argv)
+
+
+def mergeable(args: argparse.Namespace) -> tuple[list[str], str]:
+    """The rollups ``run_merged`` would read for these arguments, or no rollups and why not: the
+    merge stands for Spark only for local paths, a local master and a log whose every file has a
+    rollup for the report's sketch size and short polling time."""
+    uris = [p for p in [*args.input, args.output] if "://" in p or p.startswith("file:")]
+    if args.master and not args.master.startswith("local"):
+        return [], f"the master is {args.master}"
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return [], "run by spark-submit"
+    if uris:
+        return [], f"{uris[0]} is not a local path"
+    if args.events_parquet:
+        return [], "--events-parquet writes the rows"
+    dataset = files.event_dataset(files.LOCAL, args.input, (args.sketch_k, args.short_polling_ms))
+    if dataset.json or dataset.parquet or not dataset.cells:
+        return [], (f"{len(dataset.json)} JSON-lines and {len(dataset.parquet)} Parquet inputs have no rollup for "
+                    f"--sketch-k {args.sketch_k} --short-polling-ms {args.short_polling_ms}")  # fmt: skip
+    return dataset.cells, ""
+
+
+def _options(args: argparse.Namespace) -> dict:
+    return {"inputs": list(args.input), "short_polling_ms": args.short_polling_ms, "sketch_k": args.sketch_k,
+            "top": args.top, "min_pulls": args.min_pulls}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    started = time.monotonic()
+    if args.engine != "spark":
+        cells, why_not = mergeable(args)
+        if cells:
+            run_merged(cells, args.output, _options(args), started)
+            return 0
+        if args.engine == "merge":
+            raise SystemExit(f"hold_report: --engine merge cannot run: {why_not}")
+        _log(f"reading with Spark: {why_not}")
     conf = dict(item.split("=", 1) for item in args.conf)
     spark = build_session("rmqproxy-hold-report", args.master, conf)
     try:

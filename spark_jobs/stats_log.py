@@ -34,6 +34,7 @@ A line printed at minute T covers the minute before it: it is assigned the windo
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from pathlib import Path
@@ -341,7 +342,7 @@ def load(spark: SparkSession, output: str, parsed: DataFrame, tables: dict[str, 
             "last_ts_ms": int(max(windows).timestamp() * 1000) + 60_000 if windows else None,
             "options": {k: v for k, v in options.items() if k != "inputs"},
         }
-        return files.publish(spark, output, summary, collected, report.render_stats_report, started, _log)
+        return files.publish(functools.partial(files.write_bytes, spark), output, summary, collected, report.render_stats_report, started, _log)
     finally:
         spark.catalog.clearCache()
 

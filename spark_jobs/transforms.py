@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 from pyspark.sql.window import Window
 
-from .defaults import DEFAULT_SHORT_POLLING_MS, DEFAULT_SKETCH_K
+from .defaults import DEFAULT_SHORT_POLLING_MS, DEFAULT_SKETCH_K, SKETCHED
 from .schema import ADDED, CORRUPT_COLUMN, PULL_EVENT_COLUMNAR, PULL_EVENT_FIELDS, PULL_EVENT_READ, WAKES
 
 PERCENTILES = (0.5, 0.9, 0.99)
@@ -125,7 +125,7 @@ def parse_columnar(rows: DataFrame) -> DataFrame:
 def _field_reasons(struct: str = "") -> list[tuple[Column, Column]]:
     """The reasons read off the parsed fields (top-level columns, or those of the struct column
     ``struct``): a missing field (one ``ADDED`` later never is), an infinite duration. SQL text,
-    as ``_CELLS`` (why there)."""
+    as ``CELLS`` (why there)."""
     field = [f"{struct}.`{name}`" if struct else f"`{name}`" for name in FIELDS]
     required = [(f, name) for f, name in zip(field, FIELDS, strict=True) if name not in ADDED]
     missing = " OR ".join(f"{f} IS NULL" for f, _ in required)
@@ -234,10 +234,8 @@ def enrich(events: DataFrame, short_polling_ms: int = DEFAULT_SHORT_POLLING_MS, 
 #: its size k in memory however few values it holds, so fewer cells is a faster pass.
 WINDOW_KEYS = ("group", "topic", "minute", "suspendable")
 QUEUE_KEYS = ("group", "topic", "queue_id", "client")
-#: Measures with a KLL sketch per cell.
-_SKETCHED = ("total", "hold", "service", "overshoot")
 #: The column each measure's sketch and maximum read, in SQL (hold: held pulls only).
-_MEASURES = {m: "CASE WHEN held THEN hold_ms END" if m == "hold" else f"{m}_ms" for m in _SKETCHED}
+_MEASURES = {m: "CASE WHEN held THEN hold_ms END" if m == "hold" else f"{m}_ms" for m in SKETCHED}
 
 
 def cell_stats(events: DataFrame, sketch_k: int = DEFAULT_SKETCH_K) -> DataFrame:
@@ -253,7 +251,7 @@ def cell_stats(events: DataFrame, sketch_k: int = DEFAULT_SKETCH_K) -> DataFrame
     keys = ["reason", *dict.fromkeys(WINDOW_KEYS + QUEUE_KEYS)]
     grouped = keyed.groupingSets([["reason", *WINDOW_KEYS], ["reason", *QUEUE_KEYS]], *keys)
     kind = F.when(F.grouping("minute") == 0, F.lit("window")).otherwise(F.lit("queue"))
-    return grouped.agg(kind.alias("kind"), *[F.expr(f"{a.format(k=sketch_k)} AS {n}") for n, (a, _) in _CELLS.items()])
+    return grouped.agg(kind.alias("kind"), *[F.expr(f"{a.format(k=sketch_k)} AS {n}") for n, (a, _) in CELLS.items()])
 
 
 def cell_schema(spark: SparkSession) -> StructType:
@@ -266,7 +264,7 @@ def cell_schema(spark: SparkSession) -> StructType:
 #: that merges cells into a coarser group; one table, so a column cannot be made and then left
 #: out of merges. SQL text: one JVM call makes a whole expression, where building it from Column
 #: objects costs a Py4J round trip per node (a few seconds of planning over the job's tables).
-_CELLS: dict[str, tuple[str, str]] = {
+CELLS: dict[str, tuple[str, str]] = {
     "pulls": ("count(1)", "sum"),
     "held_pulls": ("sum(CAST(held AS BIGINT))", "sum"),
     "found_pulls": ("sum(CAST(found AS BIGINT))", "sum"),
@@ -275,10 +273,10 @@ _CELLS: dict[str, tuple[str, str]] = {
     "msgs": ("sum(msgs)", "sum"),
     "bytes": ("sum(bytes)", "sum"),
     **{f"_wake_{w}": (f"sum(CAST(wake = '{w}' AS BIGINT))", "sum") for w in WAKES},
-    **{f"{m}_ms_max": (f"max({_MEASURES[m]})", "max") for m in _SKETCHED},
+    **{f"{m}_ms_max": (f"max({_MEASURES[m]})", "max") for m in SKETCHED},
     "first_ts_ms": ("min(ts_ms)", "min"),
     "last_ts_ms": ("max(ts_ms)", "max"),
-    **{f"_{m}_sketch": (f"kll_sketch_agg_double({_MEASURES[m]}, {{k}})", "kll_merge_agg_double") for m in _SKETCHED},
+    **{f"_{m}_sketch": (f"kll_sketch_agg_double({_MEASURES[m]}, {{k}})", "kll_merge_agg_double") for m in SKETCHED},
 }
 
 
@@ -294,7 +292,7 @@ def _good(cells: DataFrame, kind: str) -> DataFrame:
 def _merged() -> list[Column]:
     """Aggregates that merge cells into any coarser group: sums, maxima, minima, merged sketches
     (a merged sketch keeps its cells' k)."""
-    return [F.expr(f"{merge}({name}) AS {name}") for name, (_, merge) in _CELLS.items()]
+    return [F.expr(f"{merge}({name}) AS {name}") for name, (_, merge) in CELLS.items()]
 
 
 def _merge_groups(cells: DataFrame, keys: list[str]) -> DataFrame:
@@ -302,7 +300,7 @@ def _merge_groups(cells: DataFrame, keys: list[str]) -> DataFrame:
     union of k items per sketch and group, and a minute is nearly always one cell (its pulls all
     suspendable or all not): merging those anyway was most of the minute table's time."""
     shared = cells.groupBy(*keys).count().where(F.col("count") > 1).drop("count")
-    names = list(_CELLS)
+    names = list(CELLS)
     alone = cells.join(F.broadcast(shared), keys, "left_anti").select(*keys, *names)
     merged = cells.join(F.broadcast(shared), keys, "left_semi").groupBy(*keys).agg(*_merged())
     return alone.unionByName(merged)
@@ -324,7 +322,7 @@ def _finish(df: DataFrame, keys: list[str], minutes: str) -> DataFrame:
     """Read percentiles off the merged sketches and turn counts into shares; ``minutes`` is the
     window length (SQL)."""
     # read each sketch once (a projection of its own): every read deserializes and sorts it
-    df = df.selectExpr("*", *[f"{_quantiles(f'_{m}_sketch')} AS _{m}" for m in _SKETCHED])
+    df = df.selectExpr("*", *[f"{_quantiles(f'_{m}_sketch')} AS _{m}" for m in SKETCHED])
     held_share = f"{_share('held_pulls', 'pulls')} AS held_share"
     columns = [*[f"`{k}`" for k in keys], "pulls", "held_pulls", held_share, "found_pulls"]
     for m in ("total", "hold", "service"):

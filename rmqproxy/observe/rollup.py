@@ -20,10 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-from spark_jobs.defaults import DEFAULT_SHORT_POLLING_MS, DEFAULT_SKETCH_K, WAKES, rollup_name
-
-#: Sketched measures: the column of each (held pulls only for hold), as ``cell_stats``.
-SKETCHED = ("total", "hold", "service", "overshoot")
+from spark_jobs.defaults import DEFAULT_SHORT_POLLING_MS, DEFAULT_SKETCH_K, SKETCHED, WAKES, rollup_name
 
 
 class Options(NamedTuple):

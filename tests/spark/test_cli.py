@@ -22,12 +22,13 @@ def test_report_passes_its_options_to_the_hold_report_job(monkeypatch) -> None:
     monkeypatch.setattr(hold_report, "main", seen.append)
     result = CliRunner().invoke(
         cli.report, ["-i", "a/*.jsonl", "-i", "hdfs:///b", "-o", "out", "--master", "local[2]",
-                     "--short-polling-ms", "500", "--events-parquet", "--conf", "spark.executor.memory=2g"],
+                     "--short-polling-ms", "500", "--events-parquet", "--conf", "spark.executor.memory=2g",
+                     "--engine", "spark"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert seen == [["--input", "a/*.jsonl", "--input", "hdfs:///b", "--output", "out", "--top", "20",
                      "--master", "local[2]", "--conf", "spark.executor.memory=2g", "--short-polling-ms", "500",
-                     "--sketch-k", str(DEFAULT_SKETCH_K), "--events-parquet"]]  # fmt: skip
+                     "--sketch-k", str(DEFAULT_SKETCH_K), "--engine", "spark", "--events-parquet"]]  # fmt: skip
 
 
 HELP_WITHOUT_SPARK = (

@@ -10,6 +10,7 @@ import time
 
 import csv
 import io
+import json
 
 import pytest
 
@@ -24,12 +25,20 @@ TORN = b'{"ts_ms":1715644800001,"arrived_ms"\n'
 WRONG = b'{"ts_ms":"late"}\n'
 
 
-def _report(spark, logs, out) -> tuple[dict, dict[str, str]]:
+def _report(spark, logs, out, engine: str = "spark") -> tuple[dict, dict[str, str]]:
+    """The summary (less what differs by run) and CSV tables of a report; ``engine`` "merge" runs
+    it as the command does, and checks it merged rollups in the process."""
     from spark_jobs import hold_report
 
     # A sketch larger than any cell keeps every value, so the percentiles are exact: equal whatever
     # the partitioning (with a smaller one they differ within its rank error, by read order).
-    summary = hold_report.run(spark, [str(logs)], str(out), sketch_k=EXACT.sketch_k, min_pulls=1, top=5)
+    if engine == "spark":
+        summary = hold_report.run(spark, [str(logs)], str(out), sketch_k=EXACT.sketch_k, min_pulls=1, top=5)
+    else:
+        hold_report.main(["-i", str(logs), "-o", str(out), "--sketch-k", str(EXACT.sketch_k), "--min-pulls", "1",
+                          "--top", "5", "--engine", engine])  # fmt: skip
+        summary = json.loads((out / "summary.json").read_text())
+    assert summary.pop("engine") == engine
     kept = {k: v for k, v in summary.items() if k not in ("inputs", "output", "seconds")}
     tables = {p.name: p.read_text() for p in sorted((out / "csv").glob("*.csv"))}
     return kept, tables
@@ -40,29 +49,52 @@ def test_the_report_is_the_same_from_json_lines_compacted_and_half_compacted_log
     paths = [path for hour in (3, 2, 1) for path in generate.write(
         logs, 8_000 // 3 + (hour == 1) * (8_000 % 3), seed=hour, start_ms=MIDNIGHT_MS - hour * 3_600_000)]  # fmt: skip
     assert len(paths) == 3  # one file an hour
+    clean = tmp_path / "clean"  # no rejected lines: every compacted file is its rollup, so it merges without Spark
+    shutil.copytree(logs, clean)
     with paths[0].open("ab") as f:
         f.write(TORN + WRONG + b"\n")
     compacted, half = tmp_path / "compacted", tmp_path / "half"
     shutil.copytree(logs, compacted)
     shutil.copytree(logs, half)
-    assert len(compact(compacted, now=time.time() + 86_400, cells=EXACT)) == 3
+    for folder in (compacted, clean):
+        assert len(compact(folder, now=time.time() + 86_400, cells=EXACT)) == 3
     compact_file(half / paths[0].name, cells=EXACT)
     compact_file(half / paths[1].name)  # its rollup is for other options: the report reads its rows
     shutil.copy(logs / paths[1].name, half / paths[1].name)  # as a crash between the rename and the delete leaves it
-    expected, expected_tables = _report(spark, logs, tmp_path / "out-json")
-    assert expected["events"] == 8_000 and expected["rejected"] == 3
-    for folder, rolled in ((compacted, 3), (half, 1)):
+    expected = _report(spark, logs, tmp_path / "out-json")
+    assert expected[0]["events"] == 8_000 and expected[0]["rejected"] == 3
+    # the same events without the rejected lines: the same tables
+    clean_expected = ({**expected[0], "lines": 8_000, "rejected": 0, "rejected_by_reason": {}}, expected[1])
+    cases = ((compacted, 3, "spark", expected), (half, 1, "spark", expected), (clean, 3, "merge", clean_expected))
+    for folder, rolled, engine, (expected_summary, expected_tables) in cases:
         assert dataset_files(folder)[1], folder
-        assert len(files.event_dataset(spark, [str(folder)], EXACT).cells) == rolled
-        summary, tables = _report(spark, folder, tmp_path / f"out-{folder.name}")
-        assert summary == expected, folder
+        assert len(files.event_dataset(files.hadoop_listing(spark), [str(folder)], EXACT).cells) == rolled
+        summary, tables = _report(spark, folder, tmp_path / f"out-{folder.name}-{engine}", engine)
+        assert summary == expected_summary, (folder, engine)
         assert tables.keys() == expected_tables.keys()
         for name, text in tables.items():
-            _same_table(text, expected_tables[name], f"{folder.name}/{name}")
+            _same_table(text, expected_tables[name], f"{folder.name}/{name} ({engine})")
+    _same_parquet(spark, tmp_path / "out-clean-merge", tmp_path / "out-json")
     events = _events_written(spark, compacted, tmp_path / "out-events")
     assert events == 8_000  # --events-parquet writes the rows of rolled files too
     assert twin(half / paths[1].name).exists() and (half / paths[1].name).exists()
     assert not (half / paths[0].name).exists() and (half / paths[2].name).exists()
+
+
+def _same_parquet(spark, merged, expected) -> None:
+    """The merge writes each table's Parquet files as Spark does: the same folders (by date where
+    Spark partitions), columns, types (timestamps aside: Spark's are microseconds) and rows."""
+    from spark_jobs import hold_report
+
+    import pyarrow.dataset as ds
+
+    for name in hold_report.TABLES:
+        got, want = spark.read.parquet(str(merged / name)), spark.read.parquet(str(expected / name))
+        assert [(f.name, f.dataType) for f in got.schema] == [(f.name, f.dataType) for f in want.schema], name
+        rows = [ds.dataset(folder / name, partitioning="hive").count_rows() for folder in (merged, expected)]
+        assert rows[0] == rows[1], name
+    dates = sorted(p.name for p in (expected / "by_minute").glob("date=*"))
+    assert dates and sorted(p.name for p in (merged / "by_minute").glob("date=*")) == dates
 
 
 def _events_written(spark, logs, out) -> int:
@@ -126,3 +158,42 @@ def test_events_from_before_a_column_was_added_read_as_its_default(spark, tmp_pa
     assert parsed.where("reason IS NOT NULL").count() == 0
     counts = {row["instance"]: row["count"] for row in events.groupBy("instance").count().collect()}
     assert counts == {generate.INSTANCE: 300, "": 200}
+
+
+def test_the_report_merges_rollups_itself_only_when_every_file_has_one_and_all_is_local(tmp_path, monkeypatch) -> None:
+    """``--engine auto`` merges in the process only what Spark would read as cells alone; anything
+    else (rows to read, a cluster, a URI, rows to write) goes to Spark, and says why."""
+    from click.testing import CliRunner
+
+    from spark_jobs import hold_report
+    from spark_jobs.cli import report
+
+    paths = [p for hour in (2, 1) for p in generate.write(tmp_path / "logs", 300, seed=hour,
+                                                            start_ms=MIDNIGHT_MS - hour * 3_600_000)]  # fmt: skip
+    logs, out = str(tmp_path / "logs"), str(tmp_path / "out")
+
+    def why_not(*extra: str) -> str:
+        cells, reason = hold_report.mergeable(hold_report.parse_args(["-i", logs, "-o", out, *extra]))
+        assert bool(cells) != bool(reason), (cells, reason)
+        return reason
+
+    unrolled = "1 JSON-lines and 0 Parquet inputs have no rollup for --sketch-k 1024 --short-polling-ms 1000"
+    assert why_not() == unrolled  # the folder, not compacted at all
+    compact_file(paths[0])
+    assert why_not() == unrolled  # the hour not compacted yet
+    compact_file(paths[1])
+    assert why_not() == "" and why_not("--master", "local[2]") == ""
+    assert why_not("--sketch-k", "512").startswith("0 JSON-lines and 2 Parquet inputs have no rollup for --sketch-k 512")
+    assert why_not("--master", "spark://127.0.0.1:7077") == "the master is spark://127.0.0.1:7077"
+    assert why_not("--events-parquet") == "--events-parquet writes the rows"
+    assert why_not("-i", "hdfs://namenode/logs") == "hdfs://namenode/logs is not a local path"
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")
+    assert why_not() == "run by spark-submit"
+    with pytest.raises(SystemExit, match="--engine merge cannot run: run by spark-submit"):
+        hold_report.main(["-i", logs, "-o", out, "--engine", "merge"])
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT")
+    result = CliRunner().invoke(report, ["-i", logs, "-o", out, "--source", "stats-log", "--engine", "merge"])
+    assert result.exit_code == 2 and "a stats.log is read by Spark" in result.output
+    result = CliRunner().invoke(report, ["-i", logs, "-o", out, "--engine", "merge"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["events"] == 600
