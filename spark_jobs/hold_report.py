@@ -175,7 +175,7 @@ def load(
         # otherwise its empty plan (limit 0 reads nothing; a DataFrame of an empty Python list cost
         # a job of over a second).
         rejects = transforms.rejected_lines(parsed)
-        rejects = rejects if sum(v for k, v in counts.items() if k is not None) else rejects.limit(0)
+        rejects = rejects if _split(counts)[1] else rejects.limit(0)
         rejects.write.mode("overwrite").json(files.join(output, "rejects"))
         if events_parquet:
             _log("writing events Parquet")
@@ -189,19 +189,21 @@ def load(
         spark.catalog.clearCache()
 
 
+def _split(counts: dict[str | None, int]) -> tuple[int, dict[str, int]]:
+    """Lines by reason (None = kept) as (kept, rejected by reason, sorted)."""
+    return counts.get(None, 0), dict(sorted((k, v) for k, v in counts.items() if k is not None))
+
+
 def _log_counts(counts: dict[str | None, int]) -> None:
-    kept = counts.get(None, 0)
-    rejected = {k: v for k, v in counts.items() if k is not None}
-    _log(f"{kept + sum(rejected.values())} lines: {kept} events kept, {sum(rejected.values())} rejected "
-         f"{dict(sorted(rejected.items()))}")  # fmt: skip
+    kept, rejected = _split(counts)
+    _log(f"{kept + sum(rejected.values())} lines: {kept} events kept, {sum(rejected.values())} rejected {rejected}")
 
 
 def _summary(output: str, options: dict, counts: dict[str | None, int],
              collected: dict[str, tuple[list[str], list[tuple]]], engine: str) -> dict:  # fmt: skip
     """The summary of a report (``files.publish`` adds its tables and seconds): lines by reason
     (``counts``, None = kept), the time range, the options, and what merged the tables."""
-    rejected = {k: v for k, v in counts.items() if k is not None}
-    kept = counts.get(None, 0)
+    kept, rejected = _split(counts)
     columns, rows = collected["group_topic"]
     return {
         "inputs": options.get("inputs"),
@@ -209,7 +211,7 @@ def _summary(output: str, options: dict, counts: dict[str | None, int],
         "lines": kept + sum(rejected.values()),
         "events": kept,
         "rejected": sum(rejected.values()),
-        "rejected_by_reason": dict(sorted(rejected.items())),
+        "rejected_by_reason": rejected,
         "first_ts_ms": min((r[columns.index("first_ts_ms")] for r in rows), default=None),
         "last_ts_ms": max((r[columns.index("last_ts_ms")] for r in rows), default=None),
         "options": {k: v for k, v in options.items() if k != "inputs"},
@@ -283,8 +285,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def mergeable(args: argparse.Namespace) -> tuple[list[str], str]:
     """The rollups ``run_merged`` would read for these arguments, or no rollups and why not: the
-    merge stands for Spark only for local paths, a local master and a log whose every file has a
-    rollup for the report's sketch size and short polling time."""
+    merge stands for Spark only for local paths, a local master, no Spark settings to honour and a
+    log whose every file has a rollup for the report's sketch size and short polling time."""
     uris = [p for p in [*args.input, args.output] if "://" in p or p.startswith("file:")]
     if args.master and not args.master.startswith("local"):
         return [], f"the master is {args.master}"
@@ -294,6 +296,8 @@ def mergeable(args: argparse.Namespace) -> tuple[list[str], str]:
         return [], f"{uris[0]} is not a local path"
     if args.events_parquet:
         return [], "--events-parquet writes the rows"
+    if args.conf:
+        return [], "--conf sets Spark settings"
     dataset = files.event_dataset(files.LOCAL, args.input, (args.sketch_k, args.short_polling_ms))
     if dataset.json or dataset.parquet or not dataset.cells:
         return [], (f"{len(dataset.json)} JSON-lines and {len(dataset.parquet)} Parquet inputs have no rollup for "

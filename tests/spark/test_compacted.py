@@ -186,6 +186,7 @@ def test_the_report_merges_rollups_itself_only_when_every_file_has_one_and_all_i
     assert why_not("--sketch-k", "512").startswith("0 JSON-lines and 2 Parquet inputs have no rollup for --sketch-k 512")
     assert why_not("--master", "spark://127.0.0.1:7077") == "the master is spark://127.0.0.1:7077"
     assert why_not("--events-parquet") == "--events-parquet writes the rows"
+    assert why_not("--conf", "spark.sql.shuffle.partitions=4") == "--conf sets Spark settings"
     assert why_not("-i", "hdfs://namenode/logs") == "hdfs://namenode/logs is not a local path"
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")
     assert why_not() == "run by spark-submit"
