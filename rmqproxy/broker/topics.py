@@ -15,6 +15,8 @@ import threading
 import time
 from pathlib import Path
 
+from codec.codes import ResponseCode
+
 from ..core.delay_levels import SCHEDULE_TOPIC
 from ..core.files import JsonWriter, read_json
 from ..core.names import AUTO_CREATE_TOPIC, OFFSET_MOVED_EVENT, SELF_TEST_TOPIC, check_name, reply_topic
@@ -24,6 +26,65 @@ PERM_READ = 4
 PERM_WRITE = 2
 PERM_INHERIT = 1
 
+#: The 5.x topic attribute naming the type of message a topic takes (``mqadmin updateTopic -a
+#: +message.type=FIFO``); gRPC sends must match it, remoting sends are not checked (as on a 5.x broker).
+MESSAGE_TYPE = "message.type"
+MESSAGE_TYPES = ("UNSPECIFIED", "NORMAL", "FIFO", "DELAY", "TRANSACTION")
+#: 5.x topic attributes rmqproxy takes, with the values it keeps: any message type, and every other
+#: key only at the value rmqproxy always has (a plain queue topic, deleted by age). Anything else
+#: (compaction, batch consume queues, per-topic retention, MIXED types) would be a promise accepted
+#: and not kept.
+KEPT_ATTRIBUTES: dict[str, tuple[str, ...]] = {
+    MESSAGE_TYPE: MESSAGE_TYPES,
+    "queue.type": ("SimpleCQ",),
+    "cleanup.policy": ("DELETE",),
+    "reserve.time": ("-1",),
+}
+
+
+class AttributeRefused(ValueError):
+    """A topic attribute change refused: the remoting ``code`` and the ``remark`` to answer with."""
+
+    def __init__(self, remark: str, code: int = ResponseCode.SYSTEM_ERROR) -> None:
+        super().__init__(remark)
+        self.code, self.remark = code, remark
+
+
+def alter_attributes(current: tuple[tuple[str, str], ...], change: str | None, *,
+                     creating: bool) -> tuple[tuple[str, str], ...]:  # fmt: skip
+    """``current`` attributes after ``change`` (``+key=value`` sets, ``-key`` removes, comma
+    separated, as ``mqadmin updateTopic -a`` sends them), by a 5.x broker's rules: a new topic
+    takes only ``+`` items, a removed key must be there, a key appears once, and MIXED is refused
+    with INVALID_PARAMETER (``enableMixedMessageType`` being off); other refusals are
+    SYSTEM_ERROR, among them values rmqproxy does not keep (``KEPT_ATTRIBUTES``)."""
+    result = dict(current)
+    seen = set()
+    for item in (change or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        sign, (key, has_value, value) = item[:1], item[1:].partition("=")
+        if sign not in "+-" or not key or bool(has_value) != (sign == "+"):
+            raise AttributeRefused(f"topic attribute {item!r} is not +key=value or -key")
+        if key in seen:
+            raise AttributeRefused(f"alter duplication key. key: {key}")
+        seen.add(key)
+        if key == MESSAGE_TYPE and value == "MIXED":
+            raise AttributeRefused("MIXED message type is not supported.", ResponseCode.INVALID_PARAMETER)
+        if key not in KEPT_ATTRIBUTES:
+            raise AttributeRefused(f"unsupported key: {key}")
+        if sign == "-" and creating:
+            raise AttributeRefused(f"only add attribute is supported while creating topic. key: {key}")
+        if sign == "-" and result.pop(key, None) is None:
+            raise AttributeRefused(f"attempt to delete a nonexistent key: {key}")
+        if sign == "+" and value not in KEPT_ATTRIBUTES[key]:
+            kept = ", ".join(f"{k}={'|'.join(v)}" for k, v in KEPT_ATTRIBUTES.items())
+            raise AttributeRefused(f"topic attribute {item} is not supported by rmqproxy: it keeps {kept}")
+        if sign == "+":
+            result[key] = value
+    return tuple(sorted(result.items()))
+
+
 @dataclasses.dataclass(frozen=True)
 class TopicConfig:
     name: str
@@ -32,6 +93,24 @@ class TopicConfig:
     perm: int = PERM_READ | PERM_WRITE
     topic_sys_flag: int = 0
     order: bool = False
+    #: 5.x attributes (``message.type`` and the kept defaults of ``KEPT_ATTRIBUTES``), sorted (key, value)
+    attributes: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_json(cls, name: str, data: dict) -> TopicConfig:
+        """A topic as ``TopicTable`` persists it (attributes as an object, as topics.json holds them)."""
+        attributes = tuple(sorted((data.pop("attributes", None) or {}).items()))
+        return cls(name, **data, attributes=attributes)
+
+    def to_json(self) -> dict:
+        """What ``TopicTable`` persists of the topic (``from_json`` reads it back)."""
+        data = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("name", "attributes")}
+        return {**data, "attributes": dict(self.attributes)} if self.attributes else data
+
+    @property
+    def message_type(self) -> str:
+        """The 5.x message type a gRPC send must match (NORMAL unless set, as on a 5.x broker)."""
+        return dict(self.attributes).get(MESSAGE_TYPE, "NORMAL")
 
     @property
     def readable(self) -> bool:
@@ -54,7 +133,7 @@ class TopicTable:
         self.auto_create = auto_create
         self.topics: dict[str, TopicConfig] = {}
         for name, data in read_json(path, {}).items():
-            self.topics[name] = TopicConfig(name, **data)
+            self.topics[name] = TopicConfig.from_json(name, data)
         template_perm = PERM_READ | PERM_WRITE | (PERM_INHERIT if auto_create else 0)
         builtin = [
             TopicConfig(AUTO_CREATE_TOPIC, default_queues, default_queues, template_perm),
@@ -131,11 +210,7 @@ class TopicTable:
     def _snapshot(self) -> dict:
         with self._lock:
             topics = list(self.topics.values())
-        return {
-            c.name: {k: v for k, v in dataclasses.asdict(c).items() if k != "name"}
-            for c in topics
-            if c.name not in self.system_topics
-        }
+        return {c.name: c.to_json() for c in topics if c.name not in self.system_topics}
 
     def close(self) -> None:
         """Write what is pending and stop the writer (shutdown)."""

@@ -33,39 +33,12 @@ from ...net.dispatch import Route
 from ..relay import call_consumer
 from ..sql92 import SelectorError, compile_selector
 from ..store import MessageStore, used_ratio
-from ..topics import TopicConfig, TopicTable
+from ..topics import AttributeRefused, TopicConfig, TopicTable, alter_attributes
 from ...core.names import check_new_topic
 from .clean import destroy_queues, in_use
 
 MAX_QUERY_MESSAGES = 64  # a QUERY_MESSAGE answers at most this many (the reference's maxMsgsNumBatch)
 JAVA_INT_MAX = str(2**31 - 1)  # remainTransientStoreBufferNumbs of a broker without a transient store pool
-
-
-#: 5.x topic attributes (``+key=value``) and the values rmqproxy keeps: every topic is a plain
-#: queue topic, deleted by age, and takes every message type. Anything else would be a promise
-#: (compaction, batch consume queues, per-topic retention) accepted and not kept.
-KEPT_TOPIC_ATTRIBUTES = {
-    "queue.type": {"SimpleCQ"},
-    "cleanup.policy": {"DELETE"},
-    "message.type": {"NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED", "UNSPECIFIED"},
-    "reserve.time": {"-1"},
-}
-
-
-def unkept_topic_attribute(attributes: str | None) -> str | None:
-    """Why a topic's ``attributes`` ask for what rmqproxy does not do, or None."""
-    for item in (attributes or "").split(","):
-        item = item.strip()
-        if not item:
-            continue
-        key, _, value = item.partition("=")
-        name = key.lstrip("+-")
-        if key.startswith("-") and name in KEPT_TOPIC_ATTRIBUTES:
-            continue  # back to the default, which is what is kept
-        if not key.startswith("+") or value not in KEPT_TOPIC_ATTRIBUTES.get(name, ()):
-            return (f"topic attribute {item} is not supported by rmqproxy: it keeps "
-                    + ", ".join(f"{k}={'|'.join(sorted(v))}" for k, v in KEPT_TOPIC_ATTRIBUTES.items()))
-    return None
 
 
 class AdminProcessor:
@@ -128,9 +101,12 @@ class AdminProcessor:
             return request.response(
                 ResponseCode.SYSTEM_ERROR, f"The topic[{header.topic}] is conflict with system topic."
             )
-        unkept = unkept_topic_attribute(header.attributes)
-        if unkept is not None:
-            return request.response(ResponseCode.SYSTEM_ERROR, unkept)
+        existing = self.topics.get(header.topic)
+        try:
+            attributes = alter_attributes(existing.attributes if existing else (), header.attributes,
+                                          creating=existing is None)  # fmt: skip
+        except AttributeRefused as refused:
+            return request.response(refused.code, refused.remark)
         most = self.config.max_topic_queue_nums
         if not (1 <= header.read_queue_nums <= most and 1 <= header.write_queue_nums <= most):
             return request.response(
@@ -140,7 +116,7 @@ class AdminProcessor:
             )
         self.topics.put(
             TopicConfig(header.topic, header.read_queue_nums, header.write_queue_nums, header.perm,
-                        header.topic_sys_flag or 0, bool(header.order))
+                        header.topic_sys_flag or 0, bool(header.order), attributes)
         )  # fmt: skip
         return request.response(ResponseCode.SUCCESS)
 
@@ -163,7 +139,7 @@ class AdminProcessor:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {header.topic}")
         body = TopicConfigAndQueueMapping(
             topic.name, topic.read_queue_nums, topic.write_queue_nums, topic.perm, "SINGLE_TAG",
-            topic.topic_sys_flag, topic.order,
+            topic.topic_sys_flag, topic.order, dict(topic.attributes),
         )  # fmt: skip
         return request.response(ResponseCode.SUCCESS, body=body.to_json())
 

@@ -67,7 +67,7 @@ class ConfigProcessor:
     def all_topic_config(self, request: RemotingCommand, header, conn) -> RemotingCommand:
         table = {
             t.name: TopicConfig(t.name, t.read_queue_nums, t.write_queue_nums, t.perm, "SINGLE_TAG", t.topic_sys_flag,
-                                t.order)
+                                t.order, dict(t.attributes) or None)
             for t in list(self.topics.topics.values())
         }  # fmt: skip
         body = TopicConfigSerializeWrapper(table, DataVersion(counter=self.topics.version, timestamp=self.topics.version_ms))
