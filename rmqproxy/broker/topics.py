@@ -98,8 +98,11 @@ class TopicConfig:
 
     @classmethod
     def from_json(cls, name: str, data: dict) -> TopicConfig:
-        """A topic as ``TopicTable`` persists it (attributes as an object, as topics.json holds them)."""
-        attributes = tuple(sorted((data.pop("attributes", None) or {}).items()))
+        """A topic as ``TopicTable`` persists it (attributes as an object, as topics.json holds
+        them); attributes rmqproxy does not keep (a file written by hand) raise ``AttributeRefused``."""
+        data = dict(data)
+        given = data.pop("attributes", None) or {}
+        attributes = alter_attributes((), ",".join(f"+{k}={v}" for k, v in given.items()), creating=True)
         return cls(name, **data, attributes=attributes)
 
     def to_json(self) -> dict:
@@ -133,7 +136,10 @@ class TopicTable:
         self.auto_create = auto_create
         self.topics: dict[str, TopicConfig] = {}
         for name, data in read_json(path, {}).items():
-            self.topics[name] = TopicConfig.from_json(name, data)
+            try:
+                self.topics[name] = TopicConfig.from_json(name, data)
+            except AttributeRefused as refused:  # served as it asks, or not at all: stop the start
+                raise ValueError(f"{path}: topic {name!r} cannot be served as configured: {refused.remark}") from None
         template_perm = PERM_READ | PERM_WRITE | (PERM_INHERIT if auto_create else 0)
         builtin = [
             TopicConfig(AUTO_CREATE_TOPIC, default_queues, default_queues, template_perm),

@@ -75,3 +75,17 @@ def test_a_topic_s_message_type_changes_and_survives_a_restart(servers, tmp_path
     server, _ = servers(tmp_path)
     assert _shown(server) == ({"message.type": "DELAY"},) * 2
     assert server.topics.get("Attr").message_type == "DELAY"
+
+
+def test_a_topics_file_with_an_attribute_rmqproxy_does_not_keep_stops_the_start(servers, tmp_path) -> None:
+    """A topics.json written by hand (or carried over) asking for compaction would be served
+    without it: the start stops naming the topic instead."""
+    server, _ = servers(tmp_path)
+    assert _update(server, "+message.type=FIFO").code == OK
+    server.stop()
+    path = next(tmp_path.rglob("topics.json"))
+    data = json.loads(path.read_text())
+    data["Attr"]["attributes"]["cleanup.policy"] = "COMPACTION"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="topic 'Attr' cannot be served as configured: topic attribute"):
+        servers(tmp_path)
