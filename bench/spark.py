@@ -117,8 +117,8 @@ def run_job(events_dir: Path, out_dir: Path, master: str, engine: str) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"hold_report failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     summary = json.loads((out_dir / "summary.json").read_text())
-    return {"wall_s": round(wall, 2), "engine": summary["engine"], "job_s": summary["seconds"], "phases_s": _phases(proc.stdout + proc.stderr),
-            "events": summary["events"], "rejected": summary["rejected"], "load_before": load_before,
+    return {"wall_s": round(wall, 2), "engine": summary["engine"], "job_s": summary["seconds"],
+            "phases_s": _phases(proc.stdout + proc.stderr), "events": summary["events"], "rejected": summary["rejected"], "load_before": load_before,
             "load_after": _load()}  # fmt: skip
 
 

@@ -22,9 +22,8 @@ import pyarrow.parquet as pq
 from datasketches import kll_doubles_sketch
 
 from .defaults import SKETCHED, WAKES
-from .transforms import CELLS, PERCENTILES, RATE_BUCKETS
+from .transforms import CELLS, PCT_NAMES, PERCENTILES, RATE_BUCKETS
 
-_PCT_NAMES = ("p50", "p90", "p99")
 _WINDOW_MS = {"minute": 60_000, "hour": 3_600_000}
 #: How each of ``CELLS``'s merges is done here: pyarrow's aggregate, or a list of sketches to merge.
 _MERGE = {"sum": "sum", "max": "max", "min": "min", "kll_merge_agg_double": "list"}
@@ -45,11 +44,11 @@ def reject_counts(cells: pa.Table) -> dict[str | None, int]:
 
 def summaries(cells: pa.Table, *, top: int = 20, min_pulls: int = 20) -> dict[str, pa.Table]:
     """The summary tables by name (``hold_report.summaries``'s, in its order), from ``cells``."""
-    good = cells.filter(pc.and_(pc.is_null(cells["reason"]), pc.equal(cells["kind"], "window")))
+    good = _good(cells, "window")
     minutes = _merge(_keyed(good, "minute"), ["group", "topic", "window_start"])
     hours = _merge(_keyed(good, "hour"), ["group", "topic", "window_start"])
     by_minute = _windows(minutes, 1.0)
-    queues = cells.filter(pc.and_(pc.is_null(cells["reason"]), pc.equal(cells["kind"], "queue")))
+    queues = _good(cells, "queue")
     return {
         "by_minute": by_minute,
         "by_hour": _windows(hours, 60.0),
@@ -58,6 +57,11 @@ def summaries(cells: pa.Table, *, top: int = 20, min_pulls: int = 20) -> dict[st
         "slowest_queues": _slowest(queues, ["group", "topic", "queue_id"], top, min_pulls).drop_columns("groups"),
         "slowest_clients": _slowest(queues, ["client"], top, min_pulls),
     }
+
+
+def _good(cells: pa.Table, kind: str) -> pa.Table:
+    """The cells of good lines of one ``kind`` ("window" or "queue"), as ``transforms._good``."""
+    return cells.filter(pc.and_(pc.is_null(cells["reason"]), pc.equal(cells["kind"], kind)))
 
 
 def _keyed(windows: pa.Table, window: str) -> pa.Table:
@@ -117,7 +121,7 @@ def _finish(merged: pa.Table, keys: list[str], minutes) -> pa.Table:
     out.update(pulls=col("pulls"), held_pulls=col("held_pulls"), held_share=_share(col("held_pulls"), col("pulls")),
                found_pulls=col("found_pulls"))  # fmt: skip
     for m in ("total", "hold", "service"):
-        out.update({f"{m}_ms_{name}": pct[m][i] for i, name in enumerate(_PCT_NAMES)})
+        out.update({f"{m}_ms_{name}": pct[m][i] for i, name in enumerate(PCT_NAMES)})
         out[f"{m}_ms_max"] = col(f"{m}_ms_max")
     woken = col("_wake_" + WAKES[0])
     for w in WAKES[1:]:
@@ -211,7 +215,7 @@ def _slowest(queues: pa.Table, keys: list[str], top: int, min_pulls: int) -> pa.
     table = table.filter(pc.greater_equal(table["pulls"], min_pulls))
     service = _quantiles(table["_service_sketch"])
     table = table.drop_columns("_service_sketch")
-    for i, name in enumerate(_PCT_NAMES):
+    for i, name in enumerate(PCT_NAMES):
         table = table.append_column(f"service_ms_{name}", service[i])
     order = [("service_ms_p99", "descending"), ("service_ms_max", "descending"), *[(k, "ascending") for k in keys]]
     ranked = table.sort_by(order).slice(0, max(top, 0))

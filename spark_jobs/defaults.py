@@ -26,6 +26,10 @@ WAKES = ("none", "arrival", "timeout", "disconnect", "shutdown")
 #: overshoot over timeouts only: spark_jobs/transforms.py).
 SKETCHED = ("total", "hold", "service", "overshoot")
 
+#: A compacted event log's Parquet files under its folder (rmqproxy/observe/compaction.py writes
+#: them; the jobs read them).
+COMPACTED_GLOB = "date=*/hour=*/pulls-*.parquet"
+
 #: The version of a rollup's cells (rmqproxy/observe/rollup.py): a report reads the rows of a
 #: file whose rollup is of another version.
 ROLLUP_VERSION = 1

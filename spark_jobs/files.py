@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from .defaults import rollup_name
+from .defaults import COMPACTED_GLOB, rollup_name
 
 
 #: Summary tables computed at once (``write_tables``), and how its log line for each done one starts.
@@ -42,8 +42,6 @@ def _paths(inputs: Sequence[str]) -> list[str]:
     return list(inputs)
 
 
-#: A compacted event log's files under its folder (rmqproxy/observe/compaction.py).
-COMPACTED = "date=*/hour=*/pulls-*.parquet"
 
 
 class Dataset(NamedTuple):
@@ -118,20 +116,20 @@ LOCAL: Listing = _Local()
 
 def event_dataset(listing: Listing, inputs: Sequence[str], rollups: tuple[int, int] | None = None) -> Dataset:
     """``inputs`` as a ``Dataset``, their folders listed by ``listing``. A folder holding a
-    compacted log (``COMPACTED``) is read as one dataset: its Parquet files, the lines each
+    compacted log (``COMPACTED_GLOB``) is read as one dataset: its Parquet files, the lines each
     compaction kept aside (``.rejected.jsonl`` beside its Parquet file), and its JSON-lines files
     except those whose Parquet twin exists (compacted, not yet deleted). A Parquet file with a
     rollup for ``rollups`` (sketch size, short polling ms: ``defaults.rollup_name``) is
     ``rolled``. Any other input is passed on as it is."""
     dataset = Dataset([], [], [], [])
     for given in _paths(inputs):
-        parquet = sorted(listing.glob(given, COMPACTED))
+        parquet = sorted(listing.glob(given, COMPACTED_GLOB))
         if not parquet:
             dataset.json.append(given)
             continue
         found = set()
         if rollups is not None:
-            found = set(listing.glob(given, COMPACTED[: -len("*.parquet")] + rollup_name("*", *rollups)))
+            found = set(listing.glob(given, COMPACTED_GLOB[: -len("*.parquet")] + rollup_name("*", *rollups)))
         for path in parquet:
             head, stem = path.rsplit("/", 1)[0], path.rsplit("/", 1)[1][: -len(".parquet")]
             cells = f"{head}/{rollup_name(stem, *rollups)}" if rollups is not None else None
@@ -312,6 +310,15 @@ def write_local(path: str, data: bytes) -> None:
     Path(path).write_bytes(data)
 
 
+def replace_local_folder(folder: Path) -> Path:
+    """Empty the local output folder ``folder`` (made if missing) and mark it complete with
+    ``_SUCCESS``, as Spark's writers leave one; returns it."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    (folder / "_SUCCESS").touch()
+    return folder
+
+
 def write_local_tables(
     output: str,
     tables: dict,
@@ -327,17 +334,14 @@ def write_local_tables(
 
     collected = {}
     for name, table in tables.items():
-        folder = Path(output, name)
-        shutil.rmtree(folder, ignore_errors=True)
+        folder = replace_local_folder(Path(output, name))
         parts = {"": table}
         if name in partitioned:
             parts = {f"date={d}": table.filter(pc.equal(table["date"], d)).drop_columns("date")
                      for d in sorted(set(table["date"].to_pylist()))}  # fmt: skip
         for part, rows_of_part in parts.items():
-            (folder / part).mkdir(parents=True, exist_ok=True)
+            (folder / part).mkdir(exist_ok=True)
             pq.write_table(rows_of_part, folder / part / "part-00000.parquet")
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "_SUCCESS").touch()
         collected[name] = rows(table)
         write_local(join(output, "csv", f"{name}.csv"), to_csv(*collected[name]))
         log(f"{TABLE_DONE} {name} written ({table.num_rows} rows)")

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import shutil
 import sys
 import time
 from concurrent.futures import Future
@@ -229,10 +228,7 @@ def run_merged(cells: list[str], output: str, options: dict, started: float) -> 
     counts = cell_merge.reject_counts(merged)
     _log_counts(counts)
     tables = cell_merge.summaries(merged, top=options["top"], min_pulls=options["min_pulls"])
-    rejects = Path(output, "rejects")  # none: a compaction keeps rejected lines as JSON lines
-    shutil.rmtree(rejects, ignore_errors=True)
-    rejects.mkdir(parents=True)
-    (rejects / "_SUCCESS").touch()
+    files.replace_local_folder(Path(output, "rejects"))  # none: a compaction keeps rejected lines as JSON lines
     collected = files.write_local_tables(output, {n: tables[n] for n in TABLES}, PARTITIONED, cell_merge.rows, _log)
     summary = _summary(output, options, counts, collected, "merge")
     return files.publish(files.write_local, output, summary, collected, report.render_hold_report, started, _log)
@@ -249,8 +245,7 @@ def run(
     parsed, events, cells = scan(
         spark, source, short_polling_ms=short_polling_ms, sketch_k=sketch_k, with_date=events_parquet
     )
-    options = {"inputs": list(inputs), "short_polling_ms": short_polling_ms, "sketch_k": sketch_k, "top": top,
-               "min_pulls": min_pulls}  # fmt: skip
+    options = _options(inputs, short_polling_ms=short_polling_ms, sketch_k=sketch_k, top=top, min_pulls=min_pulls)
     return load(spark, output, parsed, events, cells, options, events_parquet, started)
 
 
@@ -305,9 +300,10 @@ def mergeable(args: argparse.Namespace) -> tuple[list[str], str]:
     return dataset.cells, ""
 
 
-def _options(args: argparse.Namespace) -> dict:
-    return {"inputs": list(args.input), "short_polling_ms": args.short_polling_ms, "sketch_k": args.sketch_k,
-            "top": args.top, "min_pulls": args.min_pulls}  # fmt: skip
+def _options(inputs: list[str], *, short_polling_ms: int, sketch_k: int, top: int, min_pulls: int) -> dict:
+    """The options a report's summary records, the same for either engine."""
+    return {"inputs": list(inputs), "short_polling_ms": short_polling_ms, "sketch_k": sketch_k, "top": top,
+            "min_pulls": min_pulls}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -316,7 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.engine != "spark":
         cells, why_not = mergeable(args)
         if cells:
-            run_merged(cells, args.output, _options(args), started)
+            options = _options(args.input, short_polling_ms=args.short_polling_ms, sketch_k=args.sketch_k,
+                               top=args.top, min_pulls=args.min_pulls)  # fmt: skip
+            run_merged(cells, args.output, options, started)
             return 0
         if args.engine == "merge":
             raise SystemExit(f"hold_report: --engine merge cannot run: {why_not}")

@@ -342,7 +342,8 @@ def load(spark: SparkSession, output: str, parsed: DataFrame, tables: dict[str, 
             "last_ts_ms": int(max(windows).timestamp() * 1000) + 60_000 if windows else None,
             "options": {k: v for k, v in options.items() if k != "inputs"},
         }
-        return files.publish(functools.partial(files.write_bytes, spark), output, summary, collected, report.render_stats_report, started, _log)
+        return files.publish(functools.partial(files.write_bytes, spark), output, summary, collected,
+                             report.render_stats_report, started, _log)  # fmt: skip
     finally:
         spark.catalog.clearCache()
 

@@ -39,7 +39,7 @@ from .defaults import DEFAULT_SHORT_POLLING_MS, DEFAULT_SKETCH_K, SKETCHED
 from .schema import ADDED, CORRUPT_COLUMN, PULL_EVENT_COLUMNAR, PULL_EVENT_FIELDS, PULL_EVENT_READ, WAKES
 
 PERCENTILES = (0.5, 0.9, 0.99)
-_PCT_NAMES = ("p50", "p90", "p99")
+PCT_NAMES = ("p50", "p90", "p99")
 FIELDS = [name for name, _ in PULL_EVENT_FIELDS]
 
 #: Arrival-rate buckets (messages returned per minute): lower edge and label, in order.
@@ -326,7 +326,7 @@ def _finish(df: DataFrame, keys: list[str], minutes: str) -> DataFrame:
     held_share = f"{_share('held_pulls', 'pulls')} AS held_share"
     columns = [*[f"`{k}`" for k in keys], "pulls", "held_pulls", held_share, "found_pulls"]
     for m in ("total", "hold", "service"):
-        columns += [f"_{m}[{i}] AS {m}_ms_{name}" for i, name in enumerate(_PCT_NAMES)] + [f"{m}_ms_max"]
+        columns += [f"_{m}[{i}] AS {m}_ms_{name}" for i, name in enumerate(PCT_NAMES)] + [f"{m}_ms_max"]
     wake_total = " + ".join(f"_wake_{w}" for w in WAKES)
     columns += [
         f"{_share('total_ms_sum', 'pulls')} AS total_ms_mean",
@@ -446,7 +446,7 @@ def _slowest(cells: DataFrame, keys: list[str], top: int, min_pulls: int) -> Dat
         # one window partition on purpose: a ranking is global, and there is a row per queue or client
         F.row_number().over(Window.partitionBy(F.lit(0)).orderBy(*order)).alias("rank"),
         *names,
-        *[service[i].alias(f"service_ms_{name}") for i, name in enumerate(_PCT_NAMES)],
+        *[service[i].alias(f"service_ms_{name}") for i, name in enumerate(PCT_NAMES)],
     )
     return ranked.where(F.col("rank") <= top)
 

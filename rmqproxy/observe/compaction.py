@@ -32,6 +32,8 @@ from pathlib import Path
 
 import orjson
 
+from spark_jobs.defaults import COMPACTED_GLOB
+
 from ..core.files import fsync_dir
 from . import rollup
 
@@ -52,8 +54,6 @@ ADDED: dict[str, object] = {"instance": ""}
 #: A file whose hour ended this long ago takes no more events.
 CLOSED_AFTER_S = 300
 LOCK_NAME = ".compact.lock"
-#: The Parquet files of a compacted log, under its folder.
-PARQUET_GLOB = "date=*/hour=*/pulls-*.parquet"
 JSONL = re.compile(r"^pulls-(\d{8})-(\d{2})-(.+)-(\d+)\.jsonl$")
 
 _LIMITS = {"long": 1 << 63, "int": 1 << 31}
@@ -114,7 +114,7 @@ def dataset_files(directory: Path) -> tuple[list[Path], list[Path]]:
     whose Parquet twin exists is left out (it was compacted), and a sidecar of rejected lines
     counts only beside its Parquet file. ``spark_jobs.files.event_dataset`` applies the same rule
     through Hadoop's file systems (the jobs do not import rmqproxy)."""
-    parquet = sorted(directory.glob(PARQUET_GLOB))
+    parquet = sorted(directory.glob(COMPACTED_GLOB))
     json_files = [p for p in sorted(directory.glob("pulls-*.jsonl*")) if not (JSONL.match(p.name) and twin(p).exists())]
     json_files += [sidecar(p) for p in parquet if sidecar(p).exists()]
     return json_files, parquet
@@ -171,7 +171,7 @@ def compact(directory: Path, *, now: float | None = None, wait: bool = False, cp
     with folder_lock(directory, wait=wait):
         for path in closed_files(directory, time.time() if now is None else now):
             written.append(compact_file(path, pace, cells))
-        for parquet in directory.glob(PARQUET_GLOB):
+        for parquet in directory.glob(COMPACTED_GLOB):
             if not rollup.rollup_path(parquet, *cells).exists():
                 pace()
                 _write_rollup(parquet, _read_events(parquet), cells)
