@@ -68,7 +68,8 @@ def test_a_tag_filtered_consumer_of_only_other_tags_commits_the_queue_ends_at_on
 ) -> None:
     """Queues of TagB messages only, and a push consumer of TagA: each pull's scan finds nothing and is
     answered at once with the offset it reached, so the group's committed offsets reach the queues' ends
-    within 1 s of the consumer's first pull and consumerProgress shows no lag."""
+    within 1 s of the consumer's first pull on rmqproxy (the reference's time is printed) and
+    consumerProgress shows no lag."""
     sent = send_to_new_topic(program, server, tmp_path_factory, "TagSkip", count=400, tags="TagB")
     no_error(sent, server)
     topic, group = sent["topic"], unique_name("TagSkipCg", program.line)
@@ -97,8 +98,12 @@ def test_a_tag_filtered_consumer_of_only_other_tags_commits_the_queue_ends_at_on
         print(f"tagskip: the client skipped a heartbeat; queue ends committed {took_ms:.0f} ms after the first pull")
         if server.name == "rmqproxy":
             assert took_ms <= SUSPEND_MS + 1000, f"committed offsets reached the queue ends {took_ms:.0f} ms after the first pull"
-    else:
+    elif server.name == "rmqproxy":
         assert took_ms <= 1000, f"committed offsets reached the queue ends {took_ms:.0f} ms after the first pull"
+    else:
+        # The reference usually commits within 1 s too, but took 9.7 s in one CI run of ten (both lines):
+        # a figure to compare, not a bound it is held to.
+        print(f"tagskip: {server.name} committed the queue ends {took_ms:.0f} ms after the first pull")
     progress = r["consumer_progress"]
     rows = [ln.split() for ln in progress["stdout"].splitlines() if ln.startswith(topic + " ")]
     ok = (sorted(int(row[2]) for row in rows) == queues and all(row[3] == row[4] for row in rows)
