@@ -121,16 +121,18 @@ def test_processors_and_the_store_never_import_the_composition_root_or_the_netwo
                                "twisted.internet")) == []  # fmt: skip
 
 
-#: What each part of rmqproxy/ may import of the project besides itself (and codec/): the shared
-#: core, the network layer, observation, the runtime every front end builds on, and the two front
-#: ends, which never import each other (docs/architecture.md, Rules). cli.py composes them all.
+#: What each part of rmqproxy/ may import of the project besides itself (and codec/): the gRPC
+#: schema (a leaf, like codec/), the shared core, the network layer, observation, the runtime every
+#: front end builds on, and the two front ends, which never import each other (docs/architecture.md,
+#: Rules). cli.py composes them all.
 LAYERS: dict[str, tuple[str, ...]] = {
+    "grpc_wire": (),
     "core": (),
     "net": ("core",),
     "observe": ("core", "net"),
     "runtime": ("core", "net", "observe"),
-    "broker": ("core", "net", "observe", "runtime"),
-    "proxy": ("core", "net", "observe", "runtime"),
+    "broker": ("core", "net", "observe", "runtime", "grpc_wire"),
+    "proxy": ("core", "net", "observe", "runtime", "grpc_wire"),
 }
 
 

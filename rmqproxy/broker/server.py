@@ -16,7 +16,7 @@ from .acl import AccessControl
 from .brokerstats import BrokerStats
 from .clients import ClientRegistry
 from .clientstats import ClientStats
-from ..core.config import Config
+from ..core.config import FLUSH_SYNC, Config
 from .delay_delivery import DelayedDelivery
 from ..net.dispatch import Dispatcher, Route
 from ..net.fastport import listen_fast
@@ -34,7 +34,7 @@ from .processors.operations import OperationsProcessor
 from .processors.pull import PullProcessor
 from .processors.reply import ReplyProcessor
 from .processors.send import SendProcessor
-from .processors.sendback import SendBackProcessor
+from .processors.sendback import SendBackProcessor, dead_letter_copy
 from .processors.stats import StatsProcessor
 from .processors.transaction import TransactionProcessor
 from ..runtime import NO_HOOKS, Runtime
@@ -42,7 +42,11 @@ from .config_updates import RuntimeConfig
 from .store import MessageStore, StoreConfig
 from .subgroups import SubscriptionGroupTable
 from .timer_messages import TimerService
+from ..net.grpc_front import GrpcFront
 from ..net.tls import TlsSettings, sniffing_factory
+from .grpc.broker import GrpcBroker
+from .pop import FSYNC_S as POP_FSYNC_S
+from .pop import PopService
 from .topics import TopicTable
 from .transaction_service import OP_FLUSH_S, TransactionService, TransactionSettings
 from ..net.transport import Connection
@@ -141,6 +145,21 @@ class Server:
         self.consumers.on_unregister = self.locks.client_unregistered
         self.client_stats = ClientStats(self.clients, self.metrics)
         self.runtime_config = RuntimeConfig(config, self.config_changed)
+        self.pops = PopService(self.store, self.holds, reactor, self.deadlines.alarm, config.store_dir / "pop",
+                               max_in_flight=config.max_invisible_messages, sync=config.flush_disk_type == FLUSH_SYNC)  # fmt: skip
+        self.pops.on_dlq = self._dead_letter
+        self.store.add_arrival_listener(self.pops.arrived)
+        self.grpc_front: GrpcFront | None = None
+        self.grpc = GrpcBroker(config, self.store, self.topics, self.groups, self.clients, self.transactions, self.pops,
+                               clock=reactor, permission=self.permission,
+                               on_put=_put_hooks(self.runtime.hooks.on_put, self.broker_stats.on_put),
+                               listeners=[self.pull_log, self.runtime.hooks.on_pull, self.broker_stats.on_pull],
+                               grpc_port=lambda: self.grpc_front.bound_port if self.grpc_front else config.grpc_server_port)  # fmt: skip
+
+    def _dead_letter(self, message: Any, topic: str) -> None:
+        """Store a gRPC group's message in its dead-letter queue (past its attempts, or forwarded)."""
+        self.topics.ensure(topic)
+        self.store.put(dead_letter_copy(message, topic))
 
     def _routes(self) -> list[Route]:
         """Every request code ``serve`` answers, from each processor's ``routes()``."""
@@ -170,12 +189,15 @@ class Server:
         config, runtime = self.config, self.runtime
         self.store.start()
         self._recover_topics()
+        self.pops.start()
         factory = sniffing_factory(_Factory(self), self.tls, self.reactor)
         for port in (config.listen_port, config.broker_listen_port):
             if port:
                 runtime.listen(port, factory)
         if config.fast_port:
             runtime.ports.append(listen_fast(runtime.open_port, config.fast_port, factory))
+        if config.grpc_server_port:
+            self._start_grpc()
         runtime.serve_metrics()
         self.delayed.start()
         self.timers.start()
@@ -183,12 +205,31 @@ class Server:
         if config.extra:
             log.warn("broker.conf keys rmqproxy does not use, ignored: {keys}", keys=", ".join(sorted(config.extra)))
         addresses = ", ".join(f"{p.getHost().host}:{p.getHost().port}" for p in runtime.ports)
+        if self.grpc_front is not None:
+            addresses += f", gRPC {config.bind_address}:{self.grpc_front.bound_port}"
         log.info(
             "rmqproxy listening on {addresses} (name server and broker; routes advertise {advertised}; fast port "
             "{fast}), store {store} ({flush})",
             addresses=addresses, advertised=config.advertised_address, fast=config.fast_port or "off",
             store=config.store_dir, flush=config.flush_disk_type,
         )  # fmt: skip
+
+    def _start_grpc(self) -> None:
+        """The gRPC listener on its own thread (``net.grpc_front``), serving ``broker.grpc``."""
+        from .grpc.service import add_service
+
+        config = self.config
+        if config.acl_enable:
+            raise ValueError("aclEnable=true: checking gRPC clients' signatures is not implemented yet; "
+                             "set grpcServerPort=0 to run with ACL on the remoting port only")  # fmt: skip
+        front = GrpcFront(self.reactor, host=config.bind_address, port=config.grpc_server_port, tls=self.tls,
+                          max_message_bytes=config.max_message_size + (1 << 20),
+                          add_services=lambda server, f: add_service(
+                              server, f, self.grpc, max_body_bytes=lambda: self.config.max_message_size,
+                              max_wait_s=lambda: self.config.max_pull_suspend_ms / 1000))  # fmt: skip
+        front.start()
+        self.grpc_front = front
+        self.grpc.on_session_end = lambda session: self.metrics.forget_client(session.client_id)
 
     def _periodic(self) -> list[tuple[float, Any]]:
         """(interval in seconds, task) of everything ``serve`` does on a timer."""
@@ -197,7 +238,9 @@ class Server:
                     (IDLE_FILES_INTERVAL_S, self.store.release_idle_files),
                     (10.0, lambda: self.consumers.close_silent_clients(config.channel_expired_ms / 1000)),
                     (0.5, self.pull_log.flush), (config.transaction_check_interval_ms / 1000, self.transactions.check),
-                    (OP_FLUSH_S, self.transactions.flush_ops), *self.broker_stats.periodic()]  # fmt: skip
+                    (OP_FLUSH_S, self.transactions.flush_ops), *self.broker_stats.periodic(),
+                    (POP_FSYNC_S, self.pops.fsync), (1.0, self.pops.commit_offsets),
+                    (5.0, lambda: self.pops.renew(self.grpc.online))]  # fmt: skip
         if self.access is not None:
             periodic.append((ACL_RELOAD_S, self.access.poll))
         if config.metrics_enabled:  # DISABLE measures nothing, clients' statistics included
@@ -213,6 +256,7 @@ class Server:
         if c.broker_permission != self.permission.configured:
             self.permission.configure(c.broker_permission)
         self.holds.max_held, self.holds.max_held_per_conn = c.max_held_pulls, c.max_held_pulls_per_connection
+        self.pops.max_in_flight = c.max_invisible_messages
         self.locks.max_live_s, self.locks.release_on_disconnect = c.lock_max_live_ms / 1000, c.lock_release_on_disconnect
         self.store.config = dataclasses.replace(
             self.store.config, max_message_size=c.max_message_size, file_reserved_time_hours=c.file_reserved_time_hours,
@@ -255,10 +299,17 @@ class Server:
         self.consumers.connection_closed(conn)
 
     def stop(self) -> defer.Deferred:
-        """Stop listening, answer held pulls, flush and close the store, and close client
-        connections gracefully (``Runtime.stop``)."""
-        return self.runtime.stop([self.delayed.stop, self.timers.stop, self.transactions.flush_ops, self.locks.close,
-                                  self.topics.close, self.groups.close, self._close_store])  # fmt: skip
+        """Answer held pulls and receives, let gRPC calls end (``GrpcFront.stop``), then stop
+        listening, flush and close the store, and close client connections gracefully
+        (``Runtime.stop``)."""
+        steps = [self.delayed.stop, self.timers.stop, self.transactions.flush_ops, self.locks.close,
+                 self.topics.close, self.groups.close, self.pops.close, self._close_store]  # fmt: skip
+        if self.grpc_front is None:
+            return self.runtime.stop(steps)
+        self.holds.shutdown()
+        for client_id in list(self.grpc.sessions):
+            self.grpc.end_session(client_id)
+        return self.grpc_front.stop().addBoth(lambda _: self.runtime.stop(steps))
 
     def _close_store(self) -> None:
         self.store.shutdown()

@@ -48,6 +48,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("bindAddress", "bind_address", str, "127.0.0.1", "address to listen on", proxy=True, namesrv=True),
     Setting("listenPort", "listen_port", int, 9876, "remoting port serving name-server and broker codes", proxy=True, namesrv=True),
     Setting("brokerListenPort", "broker_listen_port", int, 0, "extra broker-only port (0: none)"),
+    Setting("grpcServerPort", "grpc_server_port", int, 8081,
+            "gRPC port for RocketMQ 5 clients (apache.rocketmq.v2.MessagingService; 0: off)"),
+    Setting("maxInvisibleMessages", "max_invisible_messages", int, 100_000,
+            "messages a gRPC consumer group may have received and not acked on one topic; past it receives get "
+            "TOO_MANY_REQUESTS", runtime=True, low=1),
     Setting("fastPortEnable", "fast_port_enable", bool, True,
             "also listen on every broker port - 2: the fast (VIP) port of clients with vipChannelEnabled",
             proxy=True),
@@ -186,7 +191,8 @@ _BOUNDED = tuple(s for s in SETTINGS if s.low is not None)
 _Fields = dataclasses.make_dataclass(
     "_Fields",
     [(s.field, s.type, dataclasses.field(default=s.default)) for s in SETTINGS]
-    + [("extra", Mapping[str, str], dataclasses.field(default_factory=dict))],
+    + [("extra", Mapping[str, str], dataclasses.field(default_factory=dict)),
+       ("given", frozenset, dataclasses.field(default=frozenset()))],
     frozen=True,
 )
 
@@ -194,7 +200,8 @@ _Fields = dataclasses.make_dataclass(
 @dataclasses.dataclass(frozen=True)
 class Config(_Fields):
     """Every setting (a field named by ``SETTINGS``' ``field``, e.g. ``config.listen_port``), plus
-    the broker.conf keys rmqproxy does not use (``extra``); checked when made."""
+    the broker.conf keys rmqproxy does not use (``extra``) and the keys the file or flags set
+    (``given``, for a mode that must refuse a key it does not serve); checked when made."""
 
     def __post_init__(self) -> None:
         if self.flush_disk_type not in (FLUSH_ASYNC, FLUSH_SYNC):
@@ -219,7 +226,7 @@ class Config(_Fields):
             raise ValueError("maxMappedConsumeQueueFiles must be 0 (automatic) or more")
         if not 0 <= self.broker_permission <= 7:
             raise ValueError("brokerPermission must be 0 to 7 (READ 4 | WRITE 2 | INHERIT 1)")
-        for name in ("listen_port", "broker_listen_port", "metrics_port"):
+        for name in ("listen_port", "broker_listen_port", "metrics_port", "grpc_server_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise ValueError(f"{_BY_FIELD[name].key} must be a port number")
         if self.fast_port_enable and self.broker_listen_port and self.broker_listen_port - 2 == self.listen_port:
@@ -344,4 +351,5 @@ def load(conf_file: Path | None = None, overrides: Mapping[str, Any] | None = No
             if field not in _BY_FIELD:
                 raise KeyError(f"no setting {field!r}")
             values[field] = value
-    return Config(**values, extra=extra)
+    given = frozenset(_BY_FIELD[field].key for field in values if field in _BY_FIELD)
+    return Config(**values, extra=extra, given=given)

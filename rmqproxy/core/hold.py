@@ -58,6 +58,8 @@ WAKE_TIMEOUT = "timeout"
 WAKE_DISCONNECT = "disconnect"
 WAKE_SHUTDOWN = "shutdown"
 WAKE_UPSTREAM = "upstream"  # proxy mode: the upstream broker answered a pull it had held
+WAKE_RETURNED = "returned"  # a gRPC receive: a message of its group became visible again
+WAKE_FULL = "full"  # a gRPC receive past the held-pull bounds, answered empty at once
 
 
 class HeldPull:
@@ -174,13 +176,19 @@ class HoldService:
         if not pulls:
             return
         for pull in list(pulls.values()):
-            if pull.done or pull.offset > arrival.queue_offset or not pull.matches(arrival):
-                continue
-            self._remove(pull)
-            if self._reread(pull, WAKE_ARRIVAL, False):
-                self._count(WAKE_ARRIVAL)
-            else:
-                self._insert(pull)  # nothing for it after all: hold on, to the same deadline
+            if not (pull.done or pull.offset > arrival.queue_offset or not pull.matches(arrival)):
+                self.poke(pull, WAKE_ARRIVAL)
+
+    def poke(self, pull: HeldPull, wake: str) -> None:
+        """Re-run a held pull's read for a reason other than an arrival of its queue (a gRPC
+        receive: a message of its group visible again); it holds on if that finds nothing."""
+        if pull.done:
+            return
+        self._remove(pull)
+        if self._reread(pull, wake, False):
+            self._count(wake)
+        else:
+            self._insert(pull)  # nothing for it after all: hold on, to the same deadline
 
     def release(self, pull: HeldPull, wake: str) -> None:
         """End ``pull`` without a re-read: its answer came from elsewhere (proxy mode: the

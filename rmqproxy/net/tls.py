@@ -96,7 +96,7 @@ class TlsSettings:
         ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
         try:
             if self.test_mode:
-                cert, key = _self_signed()
+                cert, key = self._test_pair
                 ctx.use_certificate(cert)
                 ctx.use_privatekey(key)
             else:
@@ -112,6 +112,39 @@ class TlsSettings:
         except (SSL.Error, OSError, ValueError, TypeError) as exc:
             raise TlsError(f"TLS certificate or key does not load: {exc}") from None
         return ctx
+
+
+    @functools.cached_property
+    def _test_pair(self) -> tuple[Any, Any]:
+        """The self-signed certificate and key of test mode, one per server for every port."""
+        return _self_signed()
+
+    def pem(self) -> tuple[bytes, bytes]:
+        """(private key, certificate chain) as PEM, the key unencrypted: what a gRPC server takes."""
+        from cryptography.hazmat.primitives import serialization
+
+        if self.test_mode:
+            cert, key = self._test_pair
+            chain = cert.public_bytes(serialization.Encoding.PEM)
+        else:
+            try:
+                key = _private_key(Path(self.key_path), self.key_password)
+                chain = Path(self.cert_path).read_bytes()
+            except (OSError, ValueError, TypeError) as exc:
+                raise TlsError(f"TLS certificate or key does not load: {exc}") from None
+        key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption())  # fmt: skip
+        return key_pem, chain
+
+    def trust_pem(self) -> bytes | None:
+        """The CA certificates client certificates are checked with (PEM), when client
+        certificates are asked for."""
+        if self.need_client_auth.lower() == "none" or not self.trust_cert_path:
+            return None
+        try:
+            return Path(self.trust_cert_path).read_bytes()
+        except OSError as exc:
+            raise TlsError(f"tls.server.trustCertPath: {exc}") from None
 
 
 def _private_key(path: Path, password: str) -> Any:

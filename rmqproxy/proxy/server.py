@@ -66,6 +66,9 @@ class ProxyServer:
     def __init__(self, config: Config, reactor: Any) -> None:
         if not config.namesrv_addr.strip():
             raise ValueError("proxy mode needs the upstream name servers: --namesrv-addr host:port[;host:port...]")
+        if "grpcServerPort" in config.given and config.grpc_server_port:
+            raise ValueError("grpcServerPort: proxy mode does not serve gRPC clients yet (rmqproxy serve does); "
+                             "remove the key or set it to 0")  # fmt: skip
         self.config = config
         self.reactor = reactor
         self.timeout_s = config.proxy_request_timeout_ms / 1000

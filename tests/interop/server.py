@@ -187,8 +187,10 @@ class RunningServer(ScratchServer):
         workdir: Path | None = None,
         port: int | None = None,
         nofile: int | None = None,
+        grpc: bool = False,
     ) -> None:
         super().__init__(workdir, "rmqproxy-scenario-")
+        self.grpc_port = free_port() if grpc else 0  # the gRPC listener, off unless asked for
         self.nofile = nofile  # the process's fd limit (soft and hard), if given
         self.store_dir = self.workdir / "store"
         self.log_path = self.workdir / "server.log"
@@ -233,6 +235,8 @@ class RunningServer(ScratchServer):
             cmd += ["-c", str(self.conf_path)]
         if "metricsPromExporterPort" not in self.broker_conf:
             cmd += ["--metrics-prom-exporter-port", "0"]  # the default 5557 would clash between servers
+        if "grpcServerPort" not in self.broker_conf:
+            cmd += ["--grpc-server-port", str(self.grpc_port)]  # the default 8081 likewise
         return cmd
 
     def start(self) -> None:

@@ -167,8 +167,9 @@ def send_header(topic: str, queue_id: int = 0, props: str = "", **extra: Any) ->
 
 def make_server(tmp_path: Path, *, started_after_s: float = 0.0, **overrides: Any) -> tuple[Server, FakeReactor]:
     """A started server on ``tmp_path``; its clock starts ``started_after_s`` past the usual start
-    (a restart that comes later than the first start)."""
-    values = {"store_path": str(tmp_path / "store"), "listen_port": 9876, "metrics_port": 0, **overrides}
+    (a restart that comes later than the first start). No gRPC port unless ``grpc_server_port`` is given."""
+    values = {"store_path": str(tmp_path / "store"), "listen_port": 9876, "metrics_port": 0, "grpc_server_port": 0,
+              **overrides}  # fmt: skip
     reactor = FakeReactor()
     reactor.advance(started_after_s)
     server = Server(Config(**values), reactor)

@@ -58,7 +58,7 @@ def test_a_broker_port_whose_fast_port_is_the_listen_port_is_refused() -> None:
 def test_a_taken_fast_port_stops_the_start_naming_the_port_and_the_key(tmp_path: Path) -> None:
     reactor = FakeReactor()
     reactor.taken.add(9874)
-    server = Server(Config(store_path=str(tmp_path / "store"), listen_port=9876, metrics_port=0), reactor)
+    server = Server(Config(store_path=str(tmp_path / "store"), listen_port=9876, metrics_port=0, grpc_server_port=0), reactor)
     with pytest.raises(FastPortTaken) as caught:
         server.start()
     text = str(caught.value)
@@ -73,7 +73,7 @@ def test_the_real_command_exits_when_its_fast_port_is_taken(tmp_path: Path) -> N
         holder.listen()
         proc = subprocess.run(
             [sys.executable, "-m", "rmqproxy.cli", "serve", "--bind-address", "127.0.0.1", "--listen-port",
-             str(fast + 2), "--store-path-root-dir", str(tmp_path / "store"), "--metrics-prom-exporter-port", "0"],
+             str(fast + 2), "--store-path-root-dir", str(tmp_path / "store"), "--metrics-prom-exporter-port", "0", "--grpc-server-port", "0"],
             capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
     assert proc.returncode != 0

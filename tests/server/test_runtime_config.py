@@ -191,6 +191,7 @@ PROBES: dict[str, tuple[str, str, Callable[[Any, Any], Any], Any]] = {
     "maxInFlightRequestsPerConnection": ("1", "", _second_request_on_one_connection, R.SYSTEM_BUSY),
     "maxBufferedReplyBytesPerConnection": ("4096", "", _attr(lambda s: s.reply_buffers.per_connection), 4096),
     "maxBufferedReplyBytes": ("65536", "", _attr(lambda s: s.reply_buffers.limit), 65536),
+    "maxInvisibleMessages": ("3", "", _attr(lambda s: s.pops.max_in_flight), 3),
     "lockReleaseOnDisconnect": ("immediate", "", _attr(lambda s: s.locks.release_on_disconnect), "immediate"),
     "rebalanceLockMaxLiveTime": ("5000", "", _attr(lambda s: s.locks.max_live_s), 5.0),
     "maxMessageSize": ("1024", "", _big_send, R.MESSAGE_ILLEGAL),
@@ -240,7 +241,7 @@ def _start(conf, reactor: FakeReactor | None = None) -> tuple[Server, FakeReacto
 
 def test_changes_are_written_to_the_conf_file_and_survive_a_restart(tmp_path) -> None:
     conf = tmp_path / "broker.conf"
-    conf.write_text(f"# mine\nstorePathRootDir={tmp_path / 'store'}\nlistenPort=9876\nmetricsPromExporterPort=0\n"
+    conf.write_text(f"# mine\nstorePathRootDir={tmp_path / 'store'}\nlistenPort=9876\nmetricsPromExporterPort=0\ngrpcServerPort=0\n"
                     "sendMessageThreadPoolNums=4\nmessageDelayLevel=1s 2s\n")  # fmt: skip
     server, _ = _start(conf)
     try:

@@ -29,6 +29,30 @@ from ...core.names import dlq_topic, retry_topic
 from .send import sending_forbidden, when_stored
 
 
+def given_back(original: Message, topic: str, queue_id: int, origin_msg_id: str | None = None) -> Message:
+    """A copy of ``original`` given back to ``topic`` (a retry or dead-letter queue): one more
+    reconsume, the first id in ``ORIGIN_MESSAGE_ID``, the real topic in ``RETRY_TOPIC``, no delay level."""
+    props = dict(original.properties)
+    props.setdefault("RETRY_TOPIC", original.topic)
+    if not props.get("ORIGIN_MESSAGE_ID"):
+        props["ORIGIN_MESSAGE_ID"] = origin_msg_id or original.offset_msg_id
+    props.pop("DELAY", None)
+    return Message(
+        topic, original.body, props, queue_id=queue_id, flag=original.flag,
+        sys_flag=original.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG), born_timestamp=original.born_timestamp,
+        born_host=original.born_host, reconsume_times=original.reconsume_times + 1,
+    )  # fmt: skip
+
+
+def dead_letter_copy(original: Message, topic: str) -> Message:
+    """A gRPC consumer's message for its group's dead-letter queue ``topic``: ``given_back``, with
+    where it came from in ``DLQ_ORIGIN_TOPIC`` and ``DLQ_ORIGIN_MESSAGE_ID`` (as a 5.x broker marks it)."""
+    copy = given_back(original, topic, 0, original.msg_id)
+    copy.properties["DLQ_ORIGIN_TOPIC"] = original.topic
+    copy.properties["DLQ_ORIGIN_MESSAGE_ID"] = original.msg_id
+    return copy
+
+
 def _answer(request: RemotingCommand, result: PutResult) -> RemotingCommand:
     if result.ok:
         return request.response(ResponseCode.SUCCESS)
@@ -72,24 +96,13 @@ class SendBackProcessor:
         original = self.store.look_message(header.offset)
         if original is None:
             return request.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}")
-        props = dict(original.properties)
-        props.setdefault("RETRY_TOPIC", original.topic)
-        if not props.get("ORIGIN_MESSAGE_ID"):
-            props["ORIGIN_MESSAGE_ID"] = header.origin_msg_id or original.offset_msg_id
-        props.pop("DELAY", None)
         delay = header.delay_level
-        topic = retry
         if original.reconsume_times >= max_reconsume_times(request, header, config) or delay < 0:
-            topic = dlq_topic(header.group)
-            self.topics.ensure(topic)
-            queue_id = 0
+            msg = given_back(original, dlq_topic(header.group), 0, header.origin_msg_id)
+            self.topics.ensure(msg.topic)
         else:
-            props["DELAY"] = str(delay if delay > 0 else 3 + original.reconsume_times)
-        msg = Message(
-            topic, original.body, props, queue_id=queue_id, flag=original.flag, sys_flag=original.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG),
-            born_timestamp=original.born_timestamp, born_host=original.born_host,
-            reconsume_times=original.reconsume_times + 1,
-        )  # fmt: skip
+            msg = given_back(original, retry, queue_id, header.origin_msg_id)
+            msg.properties["DELAY"] = str(delay if delay > 0 else 3 + original.reconsume_times)
         group, back_topic = header.group, original.topic
 
         def answer(req: RemotingCommand, result: PutResult) -> RemotingCommand:
