@@ -40,8 +40,8 @@ class GroupRefused(ValueError):
 def unkept_feature(config: SubscriptionGroupConfig, max_retry_queues: int) -> str | None:
     """Why ``config`` cannot be stored as given, or None: its name, its numbers out of range, or a
     5.x setting rmqproxy would accept and then not honour (the reference's 5.x broker knows no
-    group attributes either, and only gRPC consumers, which rmqproxy does not serve, read
-    ``consumeMessageOrderly``, ``groupRetryPolicy`` and ``groupSysFlag``)."""
+    group attributes either; ``consumeMessageOrderly`` makes a gRPC group FIFO, but gRPC retries
+    follow the delay levels, not ``groupRetryPolicy``, and no ``groupSysFlag`` is kept)."""
     problem = check_group_name(config.group_name or "")
     if problem is not None:
         return problem
@@ -58,8 +58,6 @@ def unkept_feature(config: SubscriptionGroupConfig, max_retry_queues: int) -> st
     if config.group_retry_policy != GroupRetryPolicy():
         return ("groupRetryPolicy is not supported by rmqproxy: retries follow the delay levels "
                 '(messageDelayLevel); only the default {"type":"CUSTOMIZED"} is accepted')
-    if config.consume_message_orderly:
-        return "consumeMessageOrderly=true is for 5.x gRPC consumers, which rmqproxy does not serve"
     if config.group_sys_flag:
         return f"groupSysFlag {config.group_sys_flag} is not supported by rmqproxy (only 0)"
     return None

@@ -148,7 +148,6 @@ def test_a_damaged_or_unservable_group_file_stops_the_start_naming_it(tmp_path, 
     ({"broker_id": -1}, "brokerId"),
     ({"consume_timeout_minute": 0}, "consumeTimeoutMinute"),
     ({"attributes": {"+x": "y"}}, "group attributes"),
-    ({"consume_message_orderly": True}, "gRPC"),
     ({"group_sys_flag": 1}, "groupSysFlag"),
 ])  # fmt: skip
 def test_a_config_that_cannot_be_kept_is_refused_not_stored(broker, fields, reason) -> None:
@@ -356,3 +355,9 @@ def test_notify_consumer_ids_changed_enable_false_keeps_members_unnotified(broke
     first.read()
     heartbeat(second, "loud")
     assert [c for c in first.read() if c.code == C.NOTIFY_CONSUMER_IDS_CHANGED]
+
+
+def test_an_orderly_group_is_kept_for_fifo_grpc_consumers(broker) -> None:
+    client = Client(broker[0])
+    assert update(client, "fifo", consume_message_orderly=True).code == R.SUCCESS
+    assert all_groups(client).subscription_group_table["fifo"].consume_message_orderly
