@@ -219,14 +219,12 @@ class Server:
         from .grpc.service import add_service
 
         config = self.config
-        if config.acl_enable:
-            raise ValueError("aclEnable=true: checking gRPC clients' signatures is not implemented yet; "
-                             "set grpcServerPort=0 to run with ACL on the remoting port only")  # fmt: skip
         front = GrpcFront(self.reactor, host=config.bind_address, port=config.grpc_server_port, tls=self.tls,
                           max_message_bytes=config.max_message_size + (1 << 20),
                           add_services=lambda server, f: add_service(
                               server, f, self.grpc, max_body_bytes=lambda: self.config.max_message_size,
-                              max_wait_s=lambda: self.config.max_pull_suspend_ms / 1000))  # fmt: skip
+                              max_wait_s=lambda: self.config.max_pull_suspend_ms / 1000, access=self.access,
+                              rejections=self.rejections))  # fmt: skip
         front.start()
         self.grpc_front = front
         self.grpc.on_session_end = lambda session: self.metrics.forget_client(session.client_id)

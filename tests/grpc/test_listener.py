@@ -31,13 +31,6 @@ def test_proxy_mode_refuses_a_grpc_port_it_does_not_serve(tmp_path: Path) -> Non
     ProxyServer(load(None, {"namesrv_addr": "127.0.0.1:9876"}), FakeReactor())  # not set at all
 
 
-def test_acl_with_grpc_stops_the_start_until_grpc_signatures_are_checked(tmp_path: Path) -> None:
-    (tmp_path / "conf").mkdir()
-    (tmp_path / "conf" / "plain_acl.yml").write_text("accounts: []\n")
-    with pytest.raises(ValueError, match="aclEnable=true"):
-        make_server(tmp_path, grpc_server_port=free_port(), acl_enable=True, rocketmq_home=str(tmp_path))
-
-
 def test_a_taken_grpc_port_stops_the_start(tmp_path: Path) -> None:
     import socket
 

@@ -43,10 +43,11 @@ Code = pb.Code
 class Refused(Exception):
     """A request refused with a status: its ``code`` (``pb.Code``) and message."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str, *, reason: str = "") -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.reason = reason  # the rejection metric's label ("": grpc_<code name>)
 
 
 def status(code: int, message: str = "OK") -> Any:

@@ -16,11 +16,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
+from google.protobuf.unknown_fields import UnknownFieldSet
 from twisted.logger import Logger
 
 from ...grpc_wire import pb, rpc
 from ...net.grpc_front import GrpcFront
 from .broker import PRODUCER, RECEIVE_BATCH, LONG_POLLING_S, ClientSettings, GrpcBroker, SettingsReply
+from ..acl import PERM_ANY, PERM_PUB, PERM_SUB, RETRY
 from .convert import Code, Refused, check_group, check_topic, outgoing, status, to_wire
 
 log = Logger()
@@ -49,28 +51,52 @@ class MessagingService(rpc.MessagingServiceServicer):
     """The servicer (see the module docstring)."""
 
     def __init__(self, front: GrpcFront, broker: GrpcBroker, *, max_body_bytes: Callable[[], int],
-                 max_wait_s: Callable[[], float]) -> None:  # fmt: skip
+                 max_wait_s: Callable[[], float], access: Any = None,
+                 rejections: Callable[..., None] | None = None) -> None:  # fmt: skip
         self.front = front
         self.broker = broker
         self.max_body_bytes = max_body_bytes
         self.max_wait_s = max_wait_s
+        self.access = access  # ``acl.AccessControl`` with aclEnable=true, else None (the header is ignored)
+        self.rejections = rejections
         self._tokens = itertools.count(1)
         self._request_timeouts: dict[str, float] = {}  # client id -> its settings' request timeout (gRPC thread's copy)
 
     # --- common -----------------------------------------------------------------------------
 
-    def _caller(self, context: Any) -> Caller:
+    def _caller(self, context: Any, request: Any = None, needed: list[tuple[str, int]] | None = None) -> Caller:
+        """Who calls, from the metadata: checked for a client id, unknown fields in ``request``
+        and, with ACL on, a good signature and the ``needed`` (resource, perm) pairs."""
         metadata = {key: value for key, value in context.invocation_metadata() or ()}
         client_id = str(metadata.get("x-mq-client-id", "")).strip()
         if not client_id:
             raise Refused(Code.CLIENT_ID_REQUIRED, "client id cannot be empty")
-        return Caller(client_id, self.front.peer_of(context.peer()), str(metadata.get("x-mq-client-version", "")))
+        if request is not None:
+            unknown = sorted({f.field_number for f in UnknownFieldSet(request)})
+            if unknown:
+                raise Refused(Code.BAD_REQUEST, f"unknown fields {unknown} in {type(request).__name__}: this server "
+                              "speaks apache.rocketmq.v2 as of rocketmq-apis 2.0.4")  # fmt: skip
+        caller = Caller(client_id, self.front.peer_of(context.peer()), str(metadata.get("x-mq-client-version", "")))
+        if self.access is not None:
+            denied = self.access.check_grpc(metadata.get("authorization"), metadata.get("x-mq-date-time"),
+                                            caller.remote.rpartition(":")[0], needed or [])  # fmt: skip
+            if denied is not None:
+                raise Refused(Code.UNAUTHORIZED, denied.message, reason=denied.reason)
+        return caller
 
-    async def _unary(self, response_type: Any, context: Any, handle: Callable[[Caller], Awaitable[Any]]) -> Any:
-        """Run ``handle``; a ``Refused`` becomes the response's status, anything else INTERNAL_SERVER_ERROR."""
+    def _reject(self, refused: Refused, rpc_name: str) -> None:
+        """Count a refusal in ``rmqproxy_rejected_requests_total`` (logged at the rejections' rate)."""
+        if self.rejections is not None:
+            self.front.reactor.callFromThread(self.rejections, refused.reason or f"grpc_{pb.Code.Name(refused.code).lower()}",
+                                              "gRPC {rpc} refused: {message}", rpc=rpc_name, message=refused.message)  # fmt: skip
+
+    async def _unary(self, response_type: Any, context: Any, handle: Callable[[], Awaitable[Any]]) -> Any:
+        """Run ``handle``; a ``Refused`` becomes the response's status (and is counted), anything
+        else INTERNAL_SERVER_ERROR."""
         try:
-            return await handle(self._caller(context))
+            return await handle()
         except Refused as refused:
+            self._reject(refused, response_type.__name__.removesuffix("Response"))
             return response_type(status=status(refused.code, refused.message))
         except Exception as exc:
             log.failure("gRPC {rpc} failed", rpc=response_type.__name__)
@@ -79,8 +105,9 @@ class MessagingService(rpc.MessagingServiceServicer):
     # --- routes and sessions ----------------------------------------------------------------
 
     async def QueryRoute(self, request: Any, context: Any) -> Any:  # noqa: N802 (the RPC's name)
-        async def handle(caller: Caller) -> Any:
+        async def handle() -> Any:
             topic = check_topic(request.topic.name)
+            self._caller(context, request, [(topic, PERM_ANY)])
             config, host, port = await self.front.call(self.broker.route, topic)
             response = pb.QueryRouteResponse(status=status(Code.OK))
             response.message_queues.extend(_route_queues(request.topic, config, host, port, self.broker.config.broker_name))
@@ -89,8 +116,9 @@ class MessagingService(rpc.MessagingServiceServicer):
         return await self._unary(pb.QueryRouteResponse, context, handle)
 
     async def QueryAssignment(self, request: Any, context: Any) -> Any:  # noqa: N802
-        async def handle(caller: Caller) -> Any:
+        async def handle() -> Any:
             topic, group = check_topic(request.topic.name), check_group(request.group.name)
+            self._caller(context, request, [(topic, PERM_SUB), (RETRY + group, PERM_SUB)])
             config, host, port, orderly = await self.front.call(self.broker.assignment, topic, group)
             response = pb.QueryAssignmentResponse(status=status(Code.OK))
             broker = _broker(self.broker.config.broker_name, host, port)
@@ -107,17 +135,19 @@ class MessagingService(rpc.MessagingServiceServicer):
         return await self._unary(pb.QueryAssignmentResponse, context, handle)
 
     async def Heartbeat(self, request: Any, context: Any) -> Any:  # noqa: N802
-        async def handle(caller: Caller) -> Any:
+        async def handle() -> Any:
             group = check_group(request.group.name) if request.HasField("group") and request.group.name else ""
+            caller = self._caller(context, request, [(RETRY + group, PERM_SUB)] if group else [])
             await self.front.call(self.broker.heartbeat, caller.client_id, group, request.client_type)
             return pb.HeartbeatResponse(status=status(Code.OK))
 
         return await self._unary(pb.HeartbeatResponse, context, handle)
 
     async def NotifyClientTermination(self, request: Any, context: Any) -> Any:  # noqa: N802
-        async def handle(caller: Caller) -> Any:
+        async def handle() -> Any:
             if request.HasField("group") and request.group.name:
                 check_group(request.group.name)
+            caller = self._caller(context, request)
             await self.front.call(self.broker.end_session, caller.client_id, None)
             self._request_timeouts.pop(caller.client_id, None)
             return pb.NotifyClientTerminationResponse(status=status(Code.OK))
@@ -129,7 +159,9 @@ class MessagingService(rpc.MessagingServiceServicer):
         try:
             caller = self._caller(context)
         except Refused as refused:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, refused.message)
+            self._reject(refused, "Telemetry")
+            code = grpc.StatusCode.UNAUTHENTICATED if refused.code == Code.UNAUTHORIZED else grpc.StatusCode.INVALID_ARGUMENT
+            await context.abort(code, refused.message)
             return
         out: asyncio.Queue = asyncio.Queue(maxsize=0)
         loop = asyncio.get_running_loop()
@@ -142,7 +174,7 @@ class MessagingService(rpc.MessagingServiceServicer):
         async def read() -> None:
             try:
                 async for command in request_iterator:
-                    out.put_nowait(await self._telemetry_in(caller, command))
+                    out.put_nowait(await self._telemetry_in(caller, command, context))
             except Exception as exc:  # the client's half ended badly: end the stream
                 if not isinstance(exc, asyncio.CancelledError):
                     log.debug("telemetry of {client} ended: {error}", client=caller.client_id, error=exc)
@@ -163,7 +195,7 @@ class MessagingService(rpc.MessagingServiceServicer):
             reader.cancel()
             self.front.reactor.callFromThread(self.broker.end_session, caller.client_id, number)
 
-    async def _telemetry_in(self, caller: Caller, command: Any) -> Any:
+    async def _telemetry_in(self, caller: Caller, command: Any, context: Any) -> Any:
         """One command from the client: its settings get the server's; nothing else is answered."""
         which = command.WhichOneof("command")
         if which != "settings":
@@ -171,8 +203,12 @@ class MessagingService(rpc.MessagingServiceServicer):
         settings = command.settings
         try:
             mine = _client_settings(settings)
+            if self.access is not None:  # the topics it publishes to, the group it consumes for
+                needed = [(t, PERM_PUB) for t in mine.topics] + [(t, PERM_SUB) for t, _, _ in mine.subscriptions]
+                self._caller(context, None, needed + ([(RETRY + mine.group, PERM_SUB)] if mine.group else []))
             reply = await self.front.call(self.broker.settings, caller.client_id, mine)
         except Refused as refused:
+            self._reject(refused, "Telemetry")
             return pb.TelemetryCommand(status=status(refused.code, refused.message))
         self._request_timeouts[caller.client_id] = mine.request_timeout_s
         return pb.TelemetryCommand(status=status(Code.OK), settings=_server_settings(settings, reply))
@@ -180,12 +216,13 @@ class MessagingService(rpc.MessagingServiceServicer):
     # --- send -------------------------------------------------------------------------------
 
     async def SendMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
-        async def handle(caller: Caller) -> Any:
+        async def handle() -> Any:
             if not request.messages:
                 raise Refused(Code.MESSAGE_CORRUPTED, "no message to send")
             topic = check_topic(request.messages[0].topic.name)
             if any(m.topic.name != topic for m in request.messages):
                 raise Refused(Code.MESSAGE_CORRUPTED, "topic in message is not same")
+            caller = self._caller(context, request, [(topic, PERM_PUB)])
             now_ms = int(time.time() * 1000)
             messages = [outgoing(m, max_body=self.max_body_bytes(), remote=caller.remote, now_ms=now_ms)
                         for m in request.messages]  # fmt: skip
@@ -202,8 +239,9 @@ class MessagingService(rpc.MessagingServiceServicer):
         return await self._unary(pb.SendMessageResponse, context, handle)
 
     async def EndTransaction(self, request: Any, context: Any) -> Any:  # noqa: N802
-        async def handle(caller: Caller) -> Any:
+        async def handle() -> Any:
             topic = check_topic(request.topic.name)
+            self._caller(context, request, [(topic, PERM_PUB)])
             if not request.transaction_id.strip():
                 raise Refused(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
             await self.front.call(self.broker.end_transaction, topic, request.message_id, request.transaction_id,
@@ -217,9 +255,9 @@ class MessagingService(rpc.MessagingServiceServicer):
     async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:  # noqa: N802
         """A pop: the status, each message, then the server's time as ``delivery_timestamp``."""
         try:
-            caller = self._caller(context)
             group = check_group(request.group.name)
             topic = check_topic(request.message_queue.topic.name)
+            caller = self._caller(context, request, [(topic, PERM_SUB), (RETRY + group, PERM_SUB)])
             invisible_s: float | None = None
             if request.HasField("invisible_duration"):
                 invisible_s = _duration_s(request.invisible_duration)
@@ -235,6 +273,7 @@ class MessagingService(rpc.MessagingServiceServicer):
             received = await self._await_receive(token, group, topic, caller, expression.type or pb.TAG,
                                                  expression.expression, batch, invisible_s, request.auto_renew, wait_s)  # fmt: skip
         except Refused as refused:
+            self._reject(refused, "ReceiveMessage")
             yield pb.ReceiveMessageResponse(status=status(refused.code, refused.message))
             yield _server_time()
             return
@@ -284,8 +323,9 @@ class MessagingService(rpc.MessagingServiceServicer):
             raise
 
     async def AckMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
-        async def handle(caller: Caller) -> Any:
+        async def handle() -> Any:
             group, topic = check_group(request.group.name), check_topic(request.topic.name)
+            self._caller(context, request, [(topic, PERM_SUB), (RETRY + group, PERM_SUB)])
             entries = [(e.message_id, e.receipt_handle) for e in request.entries]
             results = await self.front.call(self.broker.ack, group, topic, entries)
             response = pb.AckMessageResponse()
@@ -294,14 +334,17 @@ class MessagingService(rpc.MessagingServiceServicer):
                 response.entries.add(message_id=entry.message_id, receipt_handle=entry.receipt_handle,
                                      status=status(code, message))  # fmt: skip
                 codes.add(code)
+                if code != Code.OK:
+                    self._reject(Refused(code, message), "AckMessage")
             response.status.CopyFrom(_common_status(codes, results[0][1] if len(codes) == 1 and results else "OK"))
             return response
 
         return await self._unary(pb.AckMessageResponse, context, handle)
 
     async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:  # noqa: N802
-        async def handle(caller: Caller) -> Any:
+        async def handle() -> Any:
             group, topic = check_group(request.group.name), check_topic(request.topic.name)
+            self._caller(context, request, [(topic, PERM_SUB), (RETRY + group, PERM_SUB)])
             invisible_s = _duration_s(request.invisible_duration)
             if not 0 <= invisible_s <= MAX_INVISIBLE_S:
                 raise Refused(Code.ILLEGAL_INVISIBLE_TIME, f"the invisible duration must be within [0, 12 h], not {invisible_s} s")
@@ -311,8 +354,9 @@ class MessagingService(rpc.MessagingServiceServicer):
         return await self._unary(pb.ChangeInvisibleDurationResponse, context, handle)
 
     async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:  # noqa: N802
-        async def handle(caller: Caller) -> Any:
+        async def handle() -> Any:
             group, topic = check_group(request.group.name), check_topic(request.topic.name)
+            self._caller(context, request, [(topic, PERM_SUB), (RETRY + group, PERM_SUB)])
             await self.front.call(self.broker.forward_to_dlq, group, topic, request.receipt_handle)
             return pb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.OK))
 
