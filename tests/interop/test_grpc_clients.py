@@ -248,3 +248,40 @@ def test_transactions_end_as_decided(target: Target, client: GrpcClientProgram) 
                          idle_ms=10_000), target)  # fmt: skip
     bodies = sorted(int(m["body"].rsplit("-", 1)[1]) for m in got["messages"])
     assert bodies == [0, 2, 3, 5], bodies  # commit (0, 3) and unknown-then-COMMIT (2, 5); never rollback (1, 4)
+
+
+GRPC_ACL = """accounts:
+  - accessKey: grpc-app
+    secretKey: grpc-app-secret
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms:
+      - {topic}=PUB|SUB
+"""
+
+
+def test_acl_accounts_sign_grpc_clients(client: GrpcClientProgram, tmp_path: Path) -> None:
+    """rmqproxy only: the 5.3.3 reference authenticates gRPC clients with ACL 2.0 (users and
+    policies made by its admin tools), not the plain ACL accounts rmqproxy keeps for both protocols."""
+    topic, group = _names("acl")
+    home = tmp_path / "home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text(GRPC_ACL.format(topic=topic))
+    with RunningServer(grpc=True, broker_conf={"autoCreateTopicEnable": "false"}) as server:
+        target = Target("rmqproxy", f"127.0.0.1:{server.grpc_port}", server.namesrv, server.broker_addr,
+                        ReferenceAdmin(tmp_path / "admin"), server)  # fmt: skip
+        target.create(topics={topic: "NORMAL"}, groups=[group])  # before ACL is on: the admin tool does not sign
+        server.stop()
+        assert server.conf_path is not None
+        with server.conf_path.open("a") as conf:
+            conf.write(f"aclEnable=true\nrocketmqHome={home}\n")
+        server.start()
+        good = {"access_key": "grpc-app", "secret_key": "grpc-app-secret"}
+        sent = _ok(client.run("send", endpoint=target.endpoint, topic=topic, count=3, **good), target)
+        assert sent["sent_ok"] == 3
+        got = _ok(client.run("simple-consume", endpoint=target.endpoint, topic=topic, group=group, count=3, **good),
+                  target)  # fmt: skip
+        assert got["acked"] == 3
+        bad = client.run("send", endpoint=target.endpoint, topic=topic, count=1, access_key="grpc-app",
+                         secret_key="not-the-secret")  # fmt: skip
+        assert "40100" in str(bad), bad
