@@ -64,8 +64,10 @@ def _catalog() -> tuple[Metrics, dict[str, Family]]:
         holds=SimpleNamespace(held=list, max_held=1),
         locks=SimpleNamespace(stats=SimpleNamespace(requests={}), tables={}, locked_queues=lambda group: 0),
         clients=SimpleNamespace(producers={}, consumers={}),
+        pops=SimpleNamespace(invisible=list, redeliveries={}, dlq_forwards={}),
     )
-    registry.register(LiveState(metrics, holds=empty.holds, locks=empty.locks, clients=empty.clients, lag=list))
+    registry.register(LiveState(metrics, holds=empty.holds, locks=empty.locks, clients=empty.clients, lag=list,
+                                pops=empty.pops))  # fmt: skip
     metrics.on_running_info("g", "client@1", "127.0.0.1:1", ConsumerRunningInfo(status_table={"t": ConsumeStatus()}))
     return metrics, {f.name: Family(f.name, f.type) for f in registry.collect()}
 
@@ -98,6 +100,9 @@ HELD_PULLS = _emitted("rmqproxy_held_pulls")
 HELD_PULLS_LIMIT = _emitted("rmqproxy_held_pulls_limit")
 LOCK_REQUESTS = _emitted("rmqproxy_lock_requests")
 LOCKED_QUEUES = _emitted("rmqproxy_locked_queues")
+POP_INVISIBLE = _emitted("rmqproxy_pop_invisible_messages")
+POP_REDELIVERIES = _emitted("rmqproxy_pop_redeliveries")
+POP_DLQ_FORWARDS = _emitted("rmqproxy_pop_dlq_forwards")
 
 # RocketMQ 5.x broker names (exact units: rocketmq_rpc_latency is in milliseconds).
 MESSAGES_IN = _of(_METRICS.messages_in)

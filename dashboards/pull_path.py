@@ -137,6 +137,48 @@ def build():
         unit="reqps",
         description="Pulls per second as the consumers count them (rocketmq_client_consumer_pull_tps).",
     )
+    grpc_latency = timeseries(
+        "gRPC receive latency p50 / p99, held vs not held",
+        [
+            target(quantile(0.5, sel(N.RPC_LATENCY_MS.bucket, INSTANCE, 'protocol_type="grpc"',
+                                     'request_code="receive_message"'), ["is_long_polling"]) + " / 1000",
+                   "p50 held={{is_long_polling}}"),
+            target(quantile(0.99, sel(N.RPC_LATENCY_MS.bucket, INSTANCE, 'protocol_type="grpc"',
+                                      'request_code="receive_message"'), ["is_long_polling"]) + " / 1000",
+                   "p99 held={{is_long_polling}}"),
+        ],
+        unit="s",
+        log_scale=True,
+        description=(
+            "RocketMQ 5 gRPC consumers' ReceiveMessage, arrival to answer (rocketmq_rpc_latency, "
+            "protocol_type=grpc). A receive is also a pull in the panels above (one per queue it served), so "
+            "its hold and service time are split there with the remoting pulls."
+        ),
+    )  # fmt: skip
+    invisible = timeseries(
+        "gRPC messages in flight (received, not acked)",
+        [target(sum_by(["consumer_group", "topic"], sel(N.POP_INVISIBLE.gauge, *PULLS)), "{{consumer_group}} {{topic}}")],
+        stack=True,
+        description=(
+            "rmqproxy_pop_invisible_messages: messages gRPC consumers received and have not acked, invisible "
+            "to their group until acked or their invisible duration ends. A rising line is a slow or stuck consumer."
+        ),
+    )
+    redeliveries = timeseries(
+        "gRPC redeliveries and DLQ forwards",
+        [
+            target(sum_by(["consumer_group", "topic"], rate(sel(N.POP_REDELIVERIES.total, *PULLS))),
+                   "redelivered {{consumer_group}} {{topic}}"),
+            target(sum_by(["consumer_group", "topic"], rate(sel(N.POP_DLQ_FORWARDS.total, *PULLS))),
+                   "to DLQ {{consumer_group}} {{topic}}"),
+        ],
+        unit="reqps",
+        description=(
+            "Deliveries past a message's first (not acked in time, or given back with a new invisible duration), "
+            "and messages put in the group's DLQ past its attempts (rmqproxy_pop_redeliveries_total, "
+            "rmqproxy_pop_dlq_forwards_total)."
+        ),
+    )  # fmt: skip
     return dashboard(
         uid="rmqproxy-pull-path",
         title="rmqproxy / Pull path",
@@ -150,5 +192,6 @@ def build():
             ("Holds", [hold_heatmap, hold_quantiles, wakes]),
             ("Held pulls and deadlines", [(held_total, 4), (held_by_group, 8), overshoot_quantiles]),
             ("Pull traffic", [pull_codes, client_pull_tps]),
+            ("gRPC consumers", [grpc_latency, invisible, redeliveries]),
         ],
     )

@@ -44,7 +44,8 @@ def _ignore(*_args: Any) -> None:
 
 
 #: The metric hooks of ``metricsExporterType=DISABLE``: the request paths call nothing that measures.
-NO_HOOKS = SimpleNamespace(on_flush=_ignore, on_put=_ignore, on_pull=_ignore, on_handoff=_ignore, on_request=_ignore)
+NO_HOOKS = SimpleNamespace(on_flush=_ignore, on_put=_ignore, on_pull=_ignore, on_handoff=_ignore, on_request=_ignore,
+                           on_grpc=_ignore)
 
 
 class Runtime:

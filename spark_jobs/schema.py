@@ -34,13 +34,14 @@ PULL_EVENT_FIELDS: tuple[tuple[str, T.DataType], ...] = (
     ("bytes", T.LongType()),
     ("next_offset", T.LongType()),
     ("max_offset", T.LongType()),
+    ("protocol", T.StringType()),
     ("instance", T.StringType()),
 )
 
 #: Fields added after the first schema, and what an event written before each existed reads as
 #: (a JSON line without it, a Parquet file of an older ``rmqproxy.schema_version``); the
 #: compaction fills in the same (``rmqproxy/observe/compaction.py``'s ``ADDED``).
-ADDED: dict[str, object] = {"instance": ""}
+ADDED: dict[str, object] = {"instance": "", "protocol": "remoting"}
 
 #: Every other field is required: a line missing one, or with one of the wrong type, is rejected.
 PULL_EVENT = T.StructType([T.StructField(name, kind, nullable=False) for name, kind in PULL_EVENT_FIELDS])

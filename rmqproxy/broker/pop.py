@@ -165,8 +165,8 @@ class PopService:
         self._key = b""
         self._fd = -1
         self._journal_bytes = 0
-        self.dlq_forwards = 0
-        self.redeliveries = 0
+        self.dlq_forwards: dict[tuple[str, str], int] = {}  # (group, topic) -> messages put in the group's DLQ
+        self.redeliveries: dict[tuple[str, str], int] = {}  # (group, topic) -> deliveries past the first
         self.on_dlq: Callable[[Message, str], Any] | None = None  # set by the owner: puts a message in a DLQ
 
     # --- start, journal and stop ------------------------------------------------------------
@@ -346,7 +346,8 @@ class PopService:
         if entry.attempt >= receive.max_attempts:
             self._to_dlq(gt, entry, message)
             return
-        self.redeliveries += 1
+        key = (gt.group, gt.topic)
+        self.redeliveries[key] = self.redeliveries.get(key, 0) + 1
         self._deliver(gt, entry.queue_id, entry.offset, entry.attempt + 1, message, receive, now, out)
 
     def _take_new(self, gt: _GroupTopic, receive: Receive, queues: list[int], now: float, out: list[Delivery]) -> None:
@@ -479,7 +480,8 @@ class PopService:
     def _to_dlq(self, gt: _GroupTopic, entry: InFlight, message: Message) -> None:
         if self.on_dlq is not None:
             self.on_dlq(message, dlq_topic(gt.group))
-        self.dlq_forwards += 1
+        key = (gt.group, gt.topic)
+        self.dlq_forwards[key] = self.dlq_forwards.get(key, 0) + 1
         self._drop(gt, entry)
 
     def _rebuild_due(self, gt: _GroupTopic) -> None:
@@ -662,6 +664,13 @@ class PopService:
     def in_flight(self, group: str | None = None) -> int:
         """Messages delivered and not acked (of ``group``, or all)."""
         return sum(gt.count() for (g, _), gt in self._state.items() if group is None or g == group)
+
+    def invisible(self) -> Iterable[tuple[str, str, int]]:
+        """(group, topic, messages in flight) of every group and topic with some."""
+        for (group, topic), gt in self._state.items():
+            count = gt.count()
+            if count:
+                yield group, topic, count
 
     def waiting(self) -> int:
         return sum(len(w) for w in self._waiting.values())

@@ -99,7 +99,7 @@ class Server:
         self.dispatcher = Dispatcher(self._routes(), clock=reactor, on_answer=runtime.hooks.on_request,
                                      on_reject=self.rejections, access=self.access)  # fmt: skip
         runtime.watch(locks=self.locks, clients=self.clients, lag=self.store.consumer_lag,
-                      transactions=self.transactions, timers=self.timers)  # fmt: skip
+                      transactions=self.transactions, timers=self.timers, pops=self.pops)  # fmt: skip
 
     # --- building, in order -----------------------------------------------------------------
 
@@ -224,7 +224,7 @@ class Server:
                           add_services=lambda server, f: add_service(
                               server, f, self.grpc, max_body_bytes=lambda: self.config.max_message_size,
                               max_wait_s=lambda: self.config.max_pull_suspend_ms / 1000, access=self.access,
-                              rejections=self.rejections))  # fmt: skip
+                              rejections=self.rejections, on_rpc=self.runtime.hooks.on_grpc))  # fmt: skip
         front.start()
         self.grpc_front = front
         self.grpc.on_session_end = lambda session: self.metrics.forget_client(session.client_id)

@@ -38,19 +38,19 @@ from ..core.files import fsync_dir
 from . import rollup
 
 #: The version of the columnar event schema, written in every Parquet file's metadata: 1 the
-#: first fields, 2 added ``instance``.
-SCHEMA_VERSION = 2
+#: first fields, 2 added ``instance``, 3 ``protocol``.
+SCHEMA_VERSION = 3
 #: (column, kind) in ``PullEvent`` order; kinds: long, int, str, bool, double.
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("ts_ms", "long"), ("arrived_ms", "long"), ("group", "str"), ("topic", "str"), ("queue_id", "int"),
     ("client_id", "str"), ("remote", "str"), ("offset", "long"), ("max_msgs", "int"), ("suspend_ms", "long"),
     ("held", "bool"), ("hold_ms", "double"), ("service_ms", "double"), ("total_ms", "double"), ("wake", "str"),
     ("mode", "str"), ("code", "str"), ("msgs", "long"), ("bytes", "long"), ("next_offset", "long"),
-    ("max_offset", "long"), ("instance", "str"),
+    ("max_offset", "long"), ("protocol", "str"), ("instance", "str"),
 )  # fmt: skip
 #: Columns added after version 1, and what a line an older server wrote reads as without them
 #: (a reader of older Parquet files does the same: ``spark_jobs/schema.py``'s ``ADDED``).
-ADDED: dict[str, object] = {"instance": ""}
+ADDED: dict[str, object] = {"instance": "", "protocol": "remoting"}
 #: A file whose hour ended this long ago takes no more events.
 CLOSED_AFTER_S = 300
 LOCK_NAME = ".compact.lock"

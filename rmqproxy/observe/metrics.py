@@ -329,9 +329,8 @@ class Metrics:
             labels = (*self.common, topic, group, is_retry, system_label(event.topic))
             self.messages_out.labels(*labels).inc(event.msgs)
             self.throughput_out.labels(*labels).inc(event.bytes)
-        self.rpc_latency.labels(*self.common, "remoting", "pull_message", event.code.lower(), held).observe(
-            event.total_ms
-        )
+        request = "pull_message" if event.protocol == "remoting" else "receive_message"
+        self.rpc_latency.labels(*self.common, event.protocol, request, event.code.lower(), held).observe(event.total_ms)
 
     def on_put(self, topic: str, messages: int, size: int, delayed: bool) -> None:
         """Messages were stored for a producer."""
@@ -345,6 +344,10 @@ class Metrics:
                 self._put_children[(topic, delayed)] = children
         children[0].inc(messages)
         children[1].inc(size)
+
+    def on_grpc(self, rpc_name: str, code_name: str, elapsed_ms: float) -> None:
+        """A gRPC call answered (not ReceiveMessage: those come with their pull events)."""
+        self.rpc_latency.labels(*self.common, "grpc", rpc_name, code_name.lower(), "false").observe(elapsed_ms)
 
     def on_request(self, request_code: int, response_code: int, elapsed_ms: float) -> None:
         """Any other request answered (not pulls: those come with their event)."""
@@ -401,8 +404,10 @@ class LiveState:
         self, metrics: Metrics, *, holds: Any, locks: Any = None, clients: Any = None,
         lag: Callable[[], Iterable] | None = None,
         pull_log: Any = None, rejections: Any = None, transactions: Any = None, timers: Any = None,
+        pops: Any = None,
     ) -> None:
         self.metrics = metrics
+        self.pops = pops
         self.transactions = transactions
         self.timers = timers
         self.pull_log = pull_log
@@ -454,6 +459,8 @@ class LiveState:
             )  # fmt: skip
         if self.pull_log is not None:
             yield from self._pull_log(self.pull_log)
+        if self.pops is not None:
+            yield from self._pops()
 
         if self.locks is not None:
             yield from self._locks()
@@ -469,6 +476,30 @@ class LiveState:
                     family = families[name] = GaugeMetricFamily(name, name, labels=list(CLIENT_LABELS))
                 family.add_metric(list(labels), value)
         yield from families.values()
+
+    def _pops(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        """gRPC consumers' pops: messages received and not acked, deliveries past the first, DLQ forwards."""
+        m = self.metrics
+        families = (
+            (GaugeMetricFamily, "rmqproxy_pop_invisible_messages",
+             "Messages gRPC consumers received and have not acked (in flight, invisible to their group).",
+             ((g, t, n) for g, t, n in self.pops.invisible())),
+            (CounterMetricFamily, "rmqproxy_pop_redeliveries",
+             "Deliveries to gRPC consumers past a message's first (not acked in time, or given back).",
+             ((g, t, n) for (g, t), n in self.pops.redeliveries.items())),
+            (CounterMetricFamily, "rmqproxy_pop_dlq_forwards",
+             "Messages of gRPC consumers put in their group's DLQ (past the group's attempts, or forwarded).",
+             ((g, t, n) for (g, t), n in self.pops.dlq_forwards.items())),
+        )  # fmt: skip
+        for kind, name, help_text, rows in families:
+            family = kind(name, help_text, labels=["topic", "consumer_group"])
+            totals: dict[tuple[str, str], float] = {}
+            for group, topic, value in rows:
+                key = (m.topic_label(topic), m.group_label(group))
+                totals[key] = totals.get(key, 0) + value
+            for key, value in totals.items():
+                family.add_metric(list(key), value)
+            yield family
 
     @staticmethod
     def _pull_log(pull_log: Any) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:

@@ -92,6 +92,9 @@ class PullEvent:
     bytes: int
     next_offset: int
     max_offset: int
+    #: How the client pulled: ``remoting`` (PULL_MESSAGE, LITE_PULL_MESSAGE) or ``grpc`` (a 5.x
+    #: client's ReceiveMessage: one event per queue it served).
+    protocol: str = "remoting"
     #: The server or proxy that logged the event (its advertised ``host:port``): ``PullLog`` fills
     #: it in as it writes, so logs of several instances read as one dataset.
     instance: str = ""

@@ -50,7 +50,7 @@ def test_a_receive_takes_messages_of_every_queue_and_hides_them_until_acked_or_t
     reactor.advance(10.0)
     again = pops.take(_receive(), [0, 1])
     assert sorted(bodies(again)) == sorted(bodies(got[1:])) and {d.attempt for d in again} == {2}
-    assert pops.redeliveries == 3
+    assert pops.redeliveries == {("G", TOPIC): 3}
 
 
 def test_receipts_act_only_on_their_own_delivery(served) -> None:
@@ -86,7 +86,7 @@ def test_past_its_attempts_a_message_goes_to_the_dead_letter_queue(served) -> No
         assert [d.attempt for d in got] == [attempt]
         reactor.advance(10.0)
     assert pops.take(_receive(max_attempts=2), [0, 1]) == []
-    assert pops.dlq_forwards == 1 and pops.in_flight() == 0
+    assert pops.dlq_forwards == {("G", TOPIC): 1} and pops.in_flight() == 0
     dlq = server.store.message_at("%DLQ%G", 0, 0)
     assert dlq is not None and dlq.body == b"m0"
     assert dlq.properties["DLQ_ORIGIN_TOPIC"] == TOPIC and dlq.reconsume_times == 1

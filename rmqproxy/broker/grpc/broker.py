@@ -462,7 +462,7 @@ class GrpcBroker:
                       topic=receive.topic, client_id=client_id, remote=remote, max_msgs=receive.batch,
                       suspend_ms=int(wait_s * 1000), held=held, hold_ms=round(hold_ms, 3),
                       service_ms=round(total_ms - hold_ms, 3), total_ms=round(total_ms, 3),
-                      wake=received.wake if held else WAKE_NONE, mode="long")  # fmt: skip
+                      wake=received.wake if held else WAKE_NONE, mode="long", protocol="grpc")  # fmt: skip
         events = []
         if not by_queue:
             events.append(PullEvent(queue_id=ANY_QUEUE, offset=0, code="MESSAGE_NOT_FOUND", msgs=0, bytes=0,

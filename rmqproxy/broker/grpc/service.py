@@ -52,13 +52,15 @@ class MessagingService(rpc.MessagingServiceServicer):
 
     def __init__(self, front: GrpcFront, broker: GrpcBroker, *, max_body_bytes: Callable[[], int],
                  max_wait_s: Callable[[], float], access: Any = None,
-                 rejections: Callable[..., None] | None = None) -> None:  # fmt: skip
+                 rejections: Callable[..., None] | None = None,
+                 on_rpc: Callable[[str, str, float], None] | None = None) -> None:  # fmt: skip
         self.front = front
         self.broker = broker
         self.max_body_bytes = max_body_bytes
         self.max_wait_s = max_wait_s
         self.access = access  # ``acl.AccessControl`` with aclEnable=true, else None (the header is ignored)
         self.rejections = rejections
+        self.on_rpc = on_rpc  # (rpc name, status code name, ms): rocketmq_rpc_latency, on the reactor
         self._tokens = itertools.count(1)
         self._request_timeouts: dict[str, float] = {}  # client id -> its settings' request timeout (gRPC thread's copy)
 
@@ -92,15 +94,21 @@ class MessagingService(rpc.MessagingServiceServicer):
 
     async def _unary(self, response_type: Any, context: Any, handle: Callable[[], Awaitable[Any]]) -> Any:
         """Run ``handle``; a ``Refused`` becomes the response's status (and is counted), anything
-        else INTERNAL_SERVER_ERROR."""
+        else INTERNAL_SERVER_ERROR; the call's time goes to ``rocketmq_rpc_latency``."""
+        started = time.monotonic()
+        rpc_name = response_type.__name__.removesuffix("Response")
         try:
-            return await handle()
+            response = await handle()
         except Refused as refused:
-            self._reject(refused, response_type.__name__.removesuffix("Response"))
-            return response_type(status=status(refused.code, refused.message))
+            self._reject(refused, rpc_name)
+            response = response_type(status=status(refused.code, refused.message))
         except Exception as exc:
-            log.failure("gRPC {rpc} failed", rpc=response_type.__name__)
-            return response_type(status=status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))
+            log.failure("gRPC {rpc} failed", rpc=rpc_name)
+            response = response_type(status=status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))
+        if self.on_rpc is not None:
+            elapsed_ms = (time.monotonic() - started) * 1000
+            self.front.reactor.callFromThread(self.on_rpc, _snake(rpc_name), pb.Code.Name(response.status.code), elapsed_ms)
+        return response
 
     # --- routes and sessions ----------------------------------------------------------------
 
@@ -387,6 +395,11 @@ class MessagingService(rpc.MessagingServiceServicer):
 # --- encoding helpers --------------------------------------------------------------------------
 
 _TYPES = {"NORMAL": pb.NORMAL, "FIFO": pb.FIFO, "DELAY": pb.DELAY, "TRANSACTION": pb.TRANSACTION}
+
+
+def _snake(name: str) -> str:
+    """``SendMessage`` -> ``send_message``: the request label of ``rocketmq_rpc_latency``."""
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
 
 
 def _type(name: str) -> int:
