@@ -72,6 +72,10 @@ class ReceiptRefused(ValueError):
         self.expired = expired
 
 
+class ConnectionFull(RuntimeError):
+    """The receive's connection already holds ``maxHeldPullsPerConnection`` waiting pulls and receives."""
+
+
 class InvisibleFull(RuntimeError):
     """The group has ``max_in_flight`` messages in flight on the topic already."""
 
@@ -490,12 +494,16 @@ class PopService:
 
     def receive(self, receive: Receive, queues: list[int], *, conn: Hashable, deadline: float) -> defer.Deferred:
         """Deliver now, or hold until something can be delivered or ``deadline``: a Deferred of a
-        ``Received`` (``InvisibleFull`` when the group has too much in flight; a receive past the
-        hold service's bounds is answered at once, empty, with wake ``full``)."""
+        ``Received`` (``InvisibleFull`` when the group has too much in flight, ``ConnectionFull``
+        when its connection holds its share already; a receive past ``maxHeldPulls`` is answered
+        at once, empty, with wake ``full``, as a remoting pull is)."""
         arrived = self.clock.seconds()
         deliveries = self.take(receive, queues)
         if deliveries or deadline <= arrived:
             return defer.succeed(Received(deliveries, WAKE_NONE, None, arrived))
+        if self.holds.conn_full(conn):
+            raise ConnectionFull(f"this connection already holds {self.holds.max_held_per_conn} receives "
+                                 "(maxHeldPullsPerConnection); try again later")  # fmt: skip
         d: defer.Deferred = defer.Deferred()
 
         def reread(wake: str, final: bool) -> bool:
@@ -681,5 +689,5 @@ def connection_key(peer: str) -> Hashable:
     return ("grpc", peer)
 
 
-__all__ = ["ANY_QUEUE", "Delivery", "InFlight", "InvisibleFull", "PopService", "ReceiptRefused", "Receive",
+__all__ = ["ANY_QUEUE", "ConnectionFull", "Delivery", "InFlight", "InvisibleFull", "PopService", "ReceiptRefused", "Receive",
            "Received", "connection_key"]  # fmt: skip

@@ -256,3 +256,51 @@ def test_offset_rpcs_are_refused_as_unimplemented_with_a_reason(served, method) 
     with pytest.raises(grpc.RpcError) as refused:
         client.call(method, request)
     assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED and "rmqproxy does not serve" in refused.value.details()
+
+
+def test_a_connection_past_its_share_of_waiting_receives_is_told_to_slow_down(tmp_path: Path) -> None:
+    server, reactor, client = make_grpc_server(tmp_path, max_held_pulls_per_connection=1)
+    try:
+        server.topics.ensure(TOPIC, 2)
+        first = client.receive_start(_receive_request(wait_s=5.0), timeout=30)
+        _held(server, reactor)
+        second = client.pump(client.receive_start(_receive_request(wait_s=5.0), timeout=30))
+        assert _status(second).code == pb.TOO_MANY_REQUESTS and "maxHeldPullsPerConnection" in _status(second).message
+        reactor.advance(5.0)
+        assert _status(client.pump(first)).code == pb.MESSAGE_NOT_FOUND
+    finally:
+        client.close()
+        server.stop()
+
+
+def test_without_a_long_polling_timeout_a_receive_waits_its_deadline_less_its_request_timeout(served) -> None:
+    """The Go client sends no long_polling_timeout: its deadline is await + its settings' request timeout."""
+    server, reactor, client = served
+    settings = pb.Settings(client_type=pb.SIMPLE_CONSUMER, subscription=pb.Subscription(group=pb.Resource(name="G")))
+    settings.request_timeout.FromSeconds(3)
+    answer, requests = _telemetry(client, settings)
+    request = _receive_request(wait_s=1.0)
+    request.ClearField("long_polling_timeout")
+    future = client.receive_start(request, timeout=8.0)  # the deadline: a 5 s await + 3 s
+    _held(server, reactor)
+    [held] = server.holds.held()
+    assert held.deadline - held.started == pytest.approx(5.0, abs=0.3)
+    reactor.advance(held.deadline - reactor.seconds())
+    assert _status(client.pump(future)).code == pb.MESSAGE_NOT_FOUND
+    requests.put(None)
+
+
+def test_a_stopping_server_answers_its_waiting_receives(tmp_path: Path) -> None:
+    server, reactor, client = make_grpc_server(tmp_path)
+    server.topics.ensure(TOPIC, 2)
+    future = client.receive_start(_receive_request(wait_s=20.0), timeout=30)
+    _held(server, reactor)
+    stopped = server.stop()
+    responses = client.pump(future)
+    assert _status(responses).code == pb.MESSAGE_NOT_FOUND
+    deadline = time.monotonic() + 10
+    while not stopped.called:
+        assert time.monotonic() < deadline
+        reactor.run_thread_calls(timeout=0.05)
+        reactor.advance(0.1)
+    client.close()

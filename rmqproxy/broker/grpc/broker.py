@@ -28,7 +28,7 @@ from ...core.hold import WAKE_NONE
 from ...observe.pull_events import PullEvent
 from ..clients import ClientInfo, ClientRegistry
 from ..permission import BrokerPermission
-from ..pop import ANY_QUEUE, InvisibleFull, PopService, ReceiptRefused, Receive, Received, connection_key
+from ..pop import ANY_QUEUE, ConnectionFull, InvisibleFull, PopService, ReceiptRefused, Receive, Received, connection_key
 from ..processors.send import when_stored
 from ..sql92 import SelectorError, SqlFilter
 from ..store import MessageStore, PutResult, PutStatus, TagFilter
@@ -419,7 +419,7 @@ class GrpcBroker:
         queues = list(range(config.read_queue_nums))
         try:
             pending = self.pops.receive(receive, queues, conn=connection_key(remote), deadline=arrived + wait_s)
-        except InvisibleFull as full:
+        except (InvisibleFull, ConnectionFull) as full:
             raise Refused(Code.TOO_MANY_REQUESTS, str(full)) from None
 
         if getattr(pending, "held", None) is not None:
