@@ -258,7 +258,7 @@ class ApacheProxy(ScratchServer):
 
     def mqadmin(self, *args: str) -> str:
         """Run one ``mqadmin`` command (``-n`` is added) and return its output (AdminError if it fails)."""
-        return self.admin.mqadmin(self.namesrv, *args)
+        return self.admin.mqadmin(*args, namesrv=self.namesrv)
 
     def create(
         self,
@@ -313,7 +313,7 @@ class ReferenceAdmin:
             raise AdminError(f"{what} exited with {proc.returncode}:\n{proc.stdout[-3000:]}")
         return proc.stdout
 
-    def mqadmin(self, namesrv: str, *args: str) -> str:
+    def mqadmin(self, *args: str, namesrv: str) -> str:
         """Run one ``mqadmin`` command (``-n namesrv`` is added) and return its output."""
         return self._java(MQADMIN_MAIN, [*args, "-n", namesrv], f"mqadmin {' '.join(args)}")
 
