@@ -328,6 +328,18 @@ REQUIRED: dict[int, Callable[[Mapping[str, str], bytes], list[tuple[str, int]]]]
 }
 
 
+def _lacking(account: Account, needed: list[tuple[str, int]]) -> Denied | None:
+    """The first (resource, perm) of ``needed`` the account does not have, as a refusal (an admin
+    account without perms of its own has them all)."""
+    if account.admin and not account.perms:
+        return None
+    for resource, perm in needed:
+        if not permits(perm, account.perm_of(resource)):
+            kind, name = ("group", resource[len(RETRY):]) if resource.startswith(RETRY) else ("topic", resource)
+            return Denied("acl_permission", f"No default permission for {kind}:{name}")
+    return None
+
+
 class AccessControl:
     """The ACL rules of one home directory, and the check of each request against them."""
 
@@ -394,13 +406,7 @@ class AccessControl:
         expected = hmac.digest(account.secret_key.encode(), (date_time or "").encode(), "sha1").hex()
         if not date_time or not hmac.compare_digest(fields.get("Signature", "").lower().encode(), expected.encode()):
             return Denied("acl_signature", f"Check signature failed for accessKey={access_key}")
-        if account.admin and not account.perms:
-            return None
-        for resource, perm in needed:
-            if not permits(perm, account.perm_of(resource)):
-                kind, name = ("group", resource[len(RETRY):]) if resource.startswith(RETRY) else ("topic", resource)
-                return Denied("acl_permission", f"No default permission for {kind}:{name}")
-        return None
+        return _lacking(account, needed)
 
     def check(self, request: RemotingCommand, ip: str) -> Denied | None:
         """None if ``request`` from ``ip`` may be served, else why not."""
@@ -431,10 +437,4 @@ class AccessControl:
             return None
         if code in ADMIN_CODES and not account.admin:
             return Denied("acl_admin", f"Need admin permission for request code={code}, but accessKey={access_key} is not")
-        if account.admin and not account.perms:
-            return None
-        for resource, perm in needed:
-            if not permits(perm, account.perm_of(resource)):
-                kind, name = ("group", resource[len(RETRY):]) if resource.startswith(RETRY) else ("topic", resource)
-                return Denied("acl_permission", f"No default permission for {kind}:{name}")
-        return None
+        return _lacking(account, needed)

@@ -31,6 +31,7 @@ __all__ = [
     "REFERENCE_VERSION",
     "REFERENCE_5_VERSION",
     "ApacheBroker",
+    "JvmPair",
     "ReferenceJvm",
     "broker_properties",
     "make_home",
@@ -313,7 +314,50 @@ class ReferenceJvm:
             self.proc.wait()
 
 
-class ApacheBroker(ScratchServer):
+class JvmPair(ScratchServer):
+    """A reference name server JVM (``_namesrv``) and the JVM it serves (``_served``: a broker, or a
+    proxy with its broker), started, stopped and killed together."""
+
+    _namesrv: ReferenceJvm
+    _served: ReferenceJvm
+
+    def _start(self, jvm: ReferenceJvm) -> None:
+        try:
+            jvm.start()
+        except ServerError as e:
+            raise ServerError(f"{e}\n--- log tail ---\n{self.log_tail()}") from None
+
+    def start(self) -> None:
+        self._start(self._namesrv)
+        self._start(self._served)
+
+    def stop(self) -> None:
+        try:
+            self._served.terminate()
+        finally:
+            self._namesrv.terminate()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def kill(self) -> None:
+        """SIGKILL both JVMs, as a crash would stop them (``start()`` brings them back on the same store)."""
+        self._halt()
+
+    def alive(self) -> bool:
+        return self._namesrv.alive() and self._served.alive()
+
+    def log_tail(self, chars: int = 4000) -> str:
+        raise NotImplementedError
+
+    def _halt(self) -> None:
+        """Kill both JVMs (the store is thrown away, so a graceful shutdown buys nothing)."""
+        self._served.kill()
+        self._namesrv.kill()
+
+
+class ApacheBroker(JvmPair):
     """Name server + broker JVMs of the reference Apache RocketMQ (context manager)."""
 
     name = f"apache-{REFERENCE_VERSION}"
@@ -379,40 +423,12 @@ class ApacheBroker(ScratchServer):
             stop_timeout=self.STOP_TIMEOUT,
         )  # fmt: skip
 
-    def _start(self, jvm: ReferenceJvm) -> None:
-        try:
-            jvm.start()
-        except ServerError as e:
-            raise ServerError(f"{e}\n--- log tail ---\n{self.log_tail()}") from None
-
-    def start(self) -> None:
-        self._start(self._namesrv)
-        self._start(self._broker)
-
-    def stop(self) -> None:
-        try:
-            self._broker.terminate()
-        finally:
-            self._namesrv.terminate()
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    def kill(self) -> None:
-        """SIGKILL both JVMs, as a crash would stop them (``start()`` brings them back on the same store)."""
-        self._halt()
-
-    def alive(self) -> bool:
-        return self._namesrv.alive() and self._broker.alive()
+    @property
+    def _served(self) -> ReferenceJvm:  # type: ignore[override]
+        return self._broker
 
     def log_tail(self, chars: int = 4000) -> str:
         return tail_logs(self._broker.log_paths, chars)
-
-    def _halt(self) -> None:
-        """Kill both JVMs (the store is thrown away, so their 10 s graceful shutdown buys nothing)."""
-        self._broker.kill()
-        self._namesrv.kill()
 
     def __repr__(self) -> str:
         return f"ApacheBroker(namesrv={self.namesrv!r}, broker={self.broker_addr!r}, workdir={str(self.workdir)!r})"

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from .apache_broker import (
     CLUSTER_NAME,
+    JvmPair,
     NAMESRV_BOOT_LINE,
     NAMESRV_MAIN,
     TEST_JVM,
@@ -50,7 +51,7 @@ from .apache_broker import (
     write_properties,
 )
 from .maven import build_classpath
-from .server import SHORT_DELAY_LEVELS, ScratchServer, ServerError, free_port, wait_for_line
+from .server import SHORT_DELAY_LEVELS, ServerError, free_port, wait_for_line
 
 __all__ = ["MESSAGE_TYPES", "REFERENCE_PROXY_VERSION", "AdminError", "ApacheProxy", "ReferenceAdmin",
            "reference_proxy_classpath"]
@@ -95,7 +96,7 @@ class _ProxyJvm(ReferenceJvm):
         return [*cmd[:-2], "-pm", "local", "-bc", str(self.broker_conf), "-pc", str(self.conf)]
 
 
-class ApacheProxy(ScratchServer):
+class ApacheProxy(JvmPair):
     """Name server + local-mode proxy JVMs of the reference Apache RocketMQ 5.x (context manager)."""
 
     name = f"apache-proxy-{REFERENCE_PROXY_VERSION}"
@@ -198,11 +199,9 @@ class ApacheProxy(ScratchServer):
     def proxy_pid(self) -> int:
         return self._proxy.pid
 
-    def _start(self, jvm: ReferenceJvm) -> None:
-        try:
-            jvm.start()
-        except ServerError as e:
-            raise ServerError(f"{e}\n--- log tail ---\n{self.log_tail()}") from None
+    @property
+    def _served(self) -> ReferenceJvm:  # type: ignore[override]
+        return self._proxy
 
     def start(self) -> None:
         """Both JVMs, then wait for the broker's first registration with the name server: 5.3.3 makes it
@@ -210,30 +209,13 @@ class ApacheProxy(ScratchServer):
         (so every client start) fails with TOPIC_NOT_FOUND."""
         broker_log = self.logs_dir / "broker.log"
         offset = broker_log.stat().st_size if broker_log.exists() else 0
-        self._start(self._namesrv)
-        self._start(self._proxy)
+        super().start()
         assert self._proxy.proc is not None
         try:
             wait_for_line(broker_log, REGISTERED_LINE, self._proxy.proc, self.START_TIMEOUT, offset)
         except ServerError as e:
             self._halt()
             raise ServerError(f"{e}\n--- log tail ---\n{self.log_tail()}") from None
-
-    def stop(self) -> None:
-        try:
-            self._proxy.terminate()
-        finally:
-            self._namesrv.terminate()
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    def kill(self) -> None:
-        self._halt()
-
-    def alive(self) -> bool:
-        return self._namesrv.alive() and self._proxy.alive()
 
     @property
     def logs_dir(self) -> Path:
@@ -250,11 +232,6 @@ class ApacheProxy(ScratchServer):
 
     def log_tail(self, chars: int = 4000) -> str:
         return tail_logs(self.log_paths, chars, root=self.workdir)
-
-    def _halt(self) -> None:
-        """Kill both JVMs (the store is thrown away, so a graceful shutdown buys nothing)."""
-        self._proxy.kill()
-        self._namesrv.kill()
 
     def mqadmin(self, *args: str) -> str:
         """Run one ``mqadmin`` command (``-n`` is added) and return its output (AdminError if it fails)."""

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .maven import build_classpath
+from .scenario_runner import client_log_tail, tail_of
 
 __all__ = ["CLIENT_JAVA_VERSION", "GRPC_CLIENT_DIR", "GrpcClientError", "GrpcClientProgram"]
 
@@ -49,13 +50,6 @@ def _options(opts: dict[str, Any]) -> list[str]:
         value = str(v).lower() if isinstance(v, bool) else str(v)
         args += [f"--{k.replace('_', '-')}", value]
     return args
-
-
-def _tail(path: Path, chars: int) -> str:
-    try:
-        return path.read_text(errors="replace")[-chars:]
-    except OSError:
-        return "(none)"
 
 
 class GrpcClientProgram:
@@ -108,18 +102,6 @@ class GrpcClientProgram:
     def _explain(self, what: str, out: str, log_dir: Path) -> str:
         return (
             f"{what} (rocketmq-client-java {self.version})\n--- stdout tail ---\n{out[-3000:]}\n"
-            f"--- stderr tail ---\n{_tail(log_dir / 'stderr.txt', 3000)}\n"
+            f"--- stderr tail ---\n{tail_of(log_dir / 'stderr.txt', 3000)}\n"
             f"--- client log tail ---\n{client_log_tail(log_dir)}"
         )
-
-
-def client_log_tail(log_dir: Path | str, chars: int = 3000) -> str:
-    """The WARN and ERROR lines (and stack lines) of one run's client log, last ``chars``."""
-    path = Path(log_dir) / "rocketmq_client.log"
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return "(no client log)"
-    keep = [ln for ln in lines if " WARN " in ln or " ERROR " in ln or ln.startswith(("\tat ", "Caused by"))]
-    text = "\n".join(keep)
-    return text[-chars:] if text else "(no warnings)"

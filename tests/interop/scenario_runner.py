@@ -30,7 +30,7 @@ from typing import Any
 from .maven import build_classpath
 from .oracle import ORACLE_LINES
 
-__all__ = ["SCENARIOS_DIR", "RunningScenario", "ScenarioError", "ScenarioProgram", "unique_name"]
+__all__ = ["SCENARIOS_DIR", "RunningScenario", "ScenarioError", "ScenarioProgram", "tail_of", "unique_name"]
 
 SCENARIOS_DIR = Path(__file__).resolve().parent / "scenarios"
 MAIN_CLASS = "rmqproxy.scenarios.Main"
@@ -54,7 +54,8 @@ def _options(opts: dict[str, Any]) -> list[str]:
     return args
 
 
-def _tail(path: Path, chars: int) -> str:
+def tail_of(path: Path, chars: int) -> str:
+    """The last ``chars`` characters of a log file, or "(none)"."""
     try:
         return path.read_text(errors="replace")[-chars:]
     except OSError:
@@ -120,7 +121,7 @@ class ScenarioProgram:
     def _explain(self, what: str, out: str, log_dir: Path) -> str:
         return (
             f"{what} (client {self.version})\n--- stdout tail ---\n{out[-3000:]}\n"
-            f"--- stderr tail ---\n{_tail(log_dir / 'stderr.txt', 3000)}\n"
+            f"--- stderr tail ---\n{tail_of(log_dir / 'stderr.txt', 3000)}\n"
             f"--- client log tail ---\n{client_log_tail(log_dir)}"
         )
 
