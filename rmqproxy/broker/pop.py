@@ -372,8 +372,9 @@ class PopService:
         """Deliver new messages of one queue from the group's cursor."""
         store = self.store
         cursor = gt.cursors.get(queue_id)
-        if cursor is None:
+        if cursor is None:  # kept at once: a start at the queue's end must not move with the end
             cursor = self._initial_offset(gt, queue_id)
+            self._cursor(gt, queue_id, cursor)
         result = store.get_message(gt.group, gt.topic, queue_id, cursor, receive.batch - len(out), receive.filter)
         status = result.status
         if status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):

@@ -282,3 +282,15 @@ def test_the_journal_is_rewritten_when_it_grows(served, monkeypatch) -> None:
 
 def test_any_queue_is_minus_one() -> None:
     assert ANY_QUEUE == -1
+
+
+def test_a_group_that_starts_at_a_queues_end_keeps_that_start(served) -> None:
+    """A new group starting at the end (the queue's start no longer in memory) must not move its
+    start with the end between receives: a message sent in between is still delivered."""
+    server, reactor, client = served
+    _send(client, 2)
+    pops = server.pops
+    server.store.in_disk = lambda topic, queue_id, offset: True  # the queue's start is out of memory
+    assert pops.take(_receive(group="Late"), [0]) == []
+    _send(client, 1, start=2)
+    assert bodies(pops.take(_receive(group="Late"), [0])) == [b"m2"]

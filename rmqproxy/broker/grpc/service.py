@@ -201,6 +201,7 @@ class MessagingService(rpc.MessagingServiceServicer):
                     yield item
         finally:
             reader.cancel()
+            self._request_timeouts.pop(caller.client_id, None)
             self.front.reactor.callFromThread(self.broker.end_session, caller.client_id, number)
 
     async def _telemetry_in(self, caller: Caller, command: Any, context: Any) -> Any:
