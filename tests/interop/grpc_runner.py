@@ -33,6 +33,8 @@ __all__ = ["CLIENT_JAVA_VERSION", "GRPC_CLIENT_DIR", "GrpcClientError", "GrpcCli
 GRPC_CLIENT_DIR = Path(__file__).resolve().parent / "grpc_client"
 CLIENT_JAVA_VERSION = os.environ.get("RMQ_GRPC_CLIENT_VERSION", "5.0.8")
 MAIN_CLASS = "rmqproxy.grpcclient.Main"
+#: The scenario program's JSON writer, which the pom compiles into this program too.
+SHARED_JSON = GRPC_CLIENT_DIR.parent / "scenarios" / "src" / "main" / "java" / "rmqproxy" / "scenarios" / "Json.java"
 #: Left out of the program's environment, as scenario_runner does: RocketMQ variables of the shell.
 _DROPPED_ENV = ("NAMESRV_ADDR", "ROCKETMQ_HOME")
 _JVM_FLAGS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto", "-Xmx256m", "-Dfile.encoding=UTF-8"]
@@ -57,7 +59,8 @@ class GrpcClientProgram:
 
     def __init__(self, version: str = CLIENT_JAVA_VERSION, *, log_root: Path) -> None:
         self.version = version
-        self.classpath = build_classpath(GRPC_CLIENT_DIR, version, marker="rmqproxy/grpcclient/Main.class")
+        self.classpath = build_classpath(GRPC_CLIENT_DIR, version, marker="rmqproxy/grpcclient/Main.class",
+                                         shared=(SHARED_JSON,))  # fmt: skip
         self.log_root = log_root
         log_root.mkdir(parents=True, exist_ok=True)
 

@@ -33,14 +33,14 @@ def missing_tools() -> list[str]:
     return [tool for tool in ("mvn", "java") if shutil.which(tool) is None]
 
 
-def _stamp(project: Path, version: str) -> str:
+def _stamp(project: Path, version: str, shared: tuple[Path, ...] = ()) -> str:
     h = hashlib.sha256(version.encode())
     files = [project / "pom.xml"]
     src = project / "src"
     if src.is_dir():
         files += sorted(p for p in src.rglob("*") if p.is_file())
-    for f in files:
-        h.update(str(f.relative_to(project)).encode())
+    for f in [*files, *shared]:
+        h.update(str(f.relative_to(project.parent)).encode())
         h.update(f.read_bytes())
     return h.hexdigest()
 
@@ -60,19 +60,20 @@ def _read_classpath(target: Path, marker: str | None) -> str | None:
     return os.pathsep.join([str(classes), *entries])
 
 
-def build_classpath(project: Path, version: str, *, marker: str | None = None) -> str:
+def build_classpath(project: Path, version: str, *, marker: str | None = None, shared: tuple[Path, ...] = ()) -> str:
     """Build ``project`` for RocketMQ ``version`` and return its runtime classpath.
 
     ``marker`` is a class file path under ``target/<version>/classes`` (e.g.
     ``"rmqproxy/scenarios/Main.class"``) that must exist after the build; the classes directory
     then leads the classpath.  Without a marker the project has no sources of its own and the
-    classpath is its dependencies only.
+    classpath is its dependencies only. ``shared`` names source files of another project the
+    pom compiles too: they count in the stamp.
     """
     project = project.resolve()
     target = project / "target" / version
     target.mkdir(parents=True, exist_ok=True)
     stamp_file = target / "build.stamp"
-    stamp = _stamp(project, version)
+    stamp = _stamp(project, version, tuple(p.resolve() for p in shared))
     with open(project / "target" / f".{version}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if stamp_file.is_file() and stamp_file.read_text() == stamp:

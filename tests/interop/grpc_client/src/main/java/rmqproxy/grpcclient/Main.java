@@ -18,6 +18,7 @@ import org.apache.rocketmq.client.apis.ClientConfigurationBuilder;
 import org.apache.rocketmq.client.apis.ClientException;
 import org.apache.rocketmq.client.apis.StaticSessionCredentialsProvider;
 import org.apache.rocketmq.client.java.misc.MetadataUtils;
+import rmqproxy.scenarios.Json;
 
 /**
  * Scenarios of the RocketMQ 5 gRPC client (rocketmq-client-java) against one proxy endpoint.

@@ -9,13 +9,14 @@ import java.util.Map;
 /**
  * A minimal JSON writer for the RESULT line: maps, collections, arrays of objects, strings, numbers,
  * booleans, null; and a reader for the adminshell's request lines (objects, arrays, strings,
- * numbers as their text, true/false/null).
+ * numbers as their text, true/false/null). The gRPC client program (../grpc_client) compiles this
+ * file too, for its own RESULT line.
  */
-final class Json {
+public final class Json {
     private Json() {
     }
 
-    static String write(Object value) {
+    public static String write(Object value) {
         StringBuilder sb = new StringBuilder();
         write(sb, value);
         return sb.toString();
