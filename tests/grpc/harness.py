@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import grpc
 
-from rmqproxy.grpc_wire import pb, rpc
+from rmqproxy.grpc_wire import rpc
 from tests.server.harness import FakeReactor, make_server
 
 CLIENT_ID = "tester@1@1@abc"
@@ -74,17 +74,3 @@ def make_grpc_server(tmp_path: Path, **overrides: Any) -> tuple[Any, FakeReactor
     overrides.setdefault("tls_mode", "disabled")
     server, reactor = make_server(tmp_path, grpc_server_port=free_port(), **overrides)
     return server, reactor, GrpcClient(server, reactor)
-
-
-def topic_resource(name: str) -> Any:
-    return pb.Resource(name=name)
-
-
-def messages(topic: str, bodies: Iterable[bytes], **system: Any) -> list[Any]:
-    out = []
-    for i, body in enumerate(bodies):
-        m = pb.Message(topic=pb.Resource(name=topic), body=body)
-        m.system_properties.message_id = f"01ABCDEF{i:026d}"
-        m.system_properties.message_type = system.pop("message_type", pb.NORMAL) if i == 0 else m.system_properties.message_type
-        out.append(m)
-    return out

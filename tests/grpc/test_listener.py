@@ -10,7 +10,7 @@ import pytest
 from rmqproxy.core.config import load
 from rmqproxy.grpc_wire import pb, rpc
 from rmqproxy.proxy.server import ProxyServer
-from tests.grpc.harness import free_port, make_grpc_server
+from tests.grpc.harness import make_grpc_server
 from tests.server.harness import FakeReactor, make_server
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 
-from rmqproxy.grpc_wire import pb
 from tests.grpc.harness import make_grpc_server
 from tests.grpc.test_service import TOPIC, _delivered, _held, _message, _receive_request, _send
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import itertools
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from typing import Any
 
 from twisted.internet import defer
