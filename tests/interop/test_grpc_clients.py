@@ -161,7 +161,8 @@ def test_change_invisible_duration_brings_a_message_back_sooner(target: Target, 
     seconds = {m["message_id"]: m for m in got["messages"] if m["action"] == "ack"}
     assert len(firsts) == 2 and all(seconds[m["message_id"]]["delivery_attempt"] == 2 for m in firsts)
     delays = [seconds[m["message_id"]]["received_ms"] - m["change_ms"] for m in firsts]
-    assert all(1500 <= d <= (8000 if target.reference else 2600) for d in delays), delays
+    # the reference returns it by its revive scan and the current long poll: 5-10 s after a 2 s change
+    assert all(1500 <= d <= (20_000 if target.reference else 2600) for d in delays), delays
     print(f"\n{target.name} back after changeInvisibleDuration(2000): {_spread(delays)}")
 
 
