@@ -394,10 +394,11 @@ class GrpcBroker:
 
     def receive(self, token: int, client_id: str, remote: str, group: str, topic: str, filter_type: int,
                 expression: str, batch: int, invisible_s: float | None, auto_renew: bool,
-                wait_s: float) -> defer.Deferred:  # fmt: skip
-        """ReceiveMessage: deliver now or wait up to ``wait_s``; a Deferred of ``Received``.
-        ``token`` names a waiting receive for ``cancel_receive``."""
-        arrived = self.clock.seconds()
+                wait_s: float, arrived: float) -> defer.Deferred:  # fmt: skip
+        """ReceiveMessage: deliver now or wait up to ``wait_s`` from ``arrived`` (when the gRPC
+        thread read the call, on the reactor's clock: the wait is the client's, not counted from
+        the hop to this thread); a Deferred of ``Received``. ``token`` names a waiting receive
+        for ``cancel_receive``."""
         config, _, _ = self.route(topic)
         if not config.readable or config.read_queue_nums <= 0 or not self.permission.readable:
             raise Refused(Code.FORBIDDEN, "no readable queue")

@@ -263,6 +263,7 @@ class MessagingService(rpc.MessagingServiceServicer):
 
     async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:  # noqa: N802
         """A pop: the status, each message, then the server's time as ``delivery_timestamp``."""
+        arrived = self.front.reactor.seconds()  # a float read: safe off the reactor thread
         try:
             group = check_group(request.group.name)
             topic = check_topic(request.message_queue.topic.name)
@@ -280,7 +281,8 @@ class MessagingService(rpc.MessagingServiceServicer):
             token = next(self._tokens)
             expression = request.filter_expression
             received = await self._await_receive(token, group, topic, caller, expression.type or pb.TAG,
-                                                 expression.expression, batch, invisible_s, request.auto_renew, wait_s)  # fmt: skip
+                                                 expression.expression, batch, invisible_s, request.auto_renew, wait_s,
+                                                 arrived)  # fmt: skip
         except Refused as refused:
             self._reject(refused, "ReceiveMessage")
             yield pb.ReceiveMessageResponse(status=status(refused.code, refused.message))
