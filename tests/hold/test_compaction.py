@@ -86,7 +86,7 @@ def test_a_line_from_before_a_column_was_added_compacts_with_its_default(tmp_pat
     jsonl = write_log(tmp_path, [new], [json.dumps(old).encode() + b"\n"])
     table = pq.read_table(compact_file(jsonl))
     assert table.column("instance").to_pylist() == ["10.0.0.1:9876", ""]
-    assert table.to_pylist()[1] == {**old, "instance": ""}
+    assert table.to_pylist()[1] == {**old, **compaction.ADDED}  # instance "", protocol "remoting"
     assert not sidecar(twin(jsonl)).exists()
 
 

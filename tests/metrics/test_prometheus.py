@@ -2,7 +2,8 @@
 clients (4.9.8) run traffic that exercises every panel; then every expression of every dashboard
 panel and every alert rule is asked of Prometheus's HTTP API.
 
-The traffic (``tests/interop/java/MetricsTraffic.java``): a slow producer (1 msg/s) whose consumer's
+The traffic (``tests/interop/java/MetricsTraffic.java``, and ``GrpcTraffic``, a gRPC client's
+sends, receives, never-acked messages and DLQ forwards for the dashboards' gRPC row): a slow producer (1 msg/s) whose consumer's
 pulls are held until a message arrives; a busy topic (50 msg/s) pulled every 100 ms, so most pulls
 are not held, with one message in ten answered RECONSUME_LATER once; a pull consumer asking with a
 2 s suspend time on an idle topic, so its holds end by timeout; orderly consumers joining and
@@ -36,6 +37,7 @@ import os
 import re
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -60,6 +62,7 @@ PROGRAM = Path(__file__).resolve().parents[1] / "interop" / "java" / "MetricsTra
 PREFIX = "Mx"
 SLOW, BUSY, IDLE, ORDERLY = (PREFIX + t for t in ("Slow", "Busy", "Idle", "Orderly"))
 SILENT_GROUP = PREFIX + "-silent"
+GRPC_TOPIC = PREFIX + "Grpc"
 #: Everything below must be true within this many seconds of the traffic starting.
 DEADLINE_S = 75.0
 #: Absolute rates are checked over a window shorter than the run: over the dashboards' 1 m window
@@ -116,6 +119,89 @@ class SilentConsumer:
 
     def close(self) -> None:
         self.sock.close()
+
+
+class GrpcTraffic:
+    """A RocketMQ 5 gRPC client's traffic (a Python client on the generated stubs), for the
+    dashboards' gRPC row: a message sent every second to ``GRPC_TOPIC``; one group receives and
+    acks (receives held up to 1 s, woken by arrivals or ending by timeout), one never acks (its
+    messages stay in flight and come back every second: redeliveries), one forwards each message
+    it gets to its DLQ."""
+
+    def __init__(self, server: RunningServer) -> None:
+        import grpc
+
+        from codec.codes import RequestCode as C
+        from rmqproxy.grpc_wire import pb, rpc
+
+        from ..interop.wire import WireClient
+
+        self.pb = pb
+        with WireClient(server.broker_addr) as wire:
+            wire.call(C.UPDATE_AND_CREATE_TOPIC, topic=GRPC_TOPIC, default_topic="TBW102", read_queue_nums=4,
+                      write_queue_nums=4, perm=6, topic_filter_type="SINGLE_TAG", topic_sys_flag=0, order=False)  # fmt: skip
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+        self.stub = rpc.MessagingServiceStub(self.channel)
+        self.metadata = [("x-mq-client-id", "metrics-grpc@1")]
+        self.stopped = threading.Event()
+        self.threads = [threading.Thread(target=self._guarded, args=(fn,), daemon=True)
+                        for fn in (self._send, self._ack, self._never_ack, self._forward)]  # fmt: skip
+        for thread in self.threads:
+            thread.start()
+
+    def _guarded(self, fn: Callable[[], None]) -> None:
+        import grpc
+
+        while not self.stopped.is_set():
+            try:
+                fn()
+            except grpc.RpcError:
+                time.sleep(0.2)
+
+    def _send(self) -> None:
+        pb = self.pb
+        message = pb.Message(topic=pb.Resource(name=GRPC_TOPIC), body=b"metrics")
+        message.system_properties.message_id = f"01MX{time.monotonic_ns()}"
+        message.system_properties.message_type = pb.NORMAL
+        self.stub.SendMessage(pb.SendMessageRequest(messages=[message]), metadata=self.metadata, timeout=5)
+        time.sleep(1.0)  # slow, so its held receives wait long, as the slow topic's pulls do
+
+    def _receive(self, group: str, invisible_s: float) -> list:
+        pb = self.pb
+        request = pb.ReceiveMessageRequest(group=pb.Resource(name=group), batch_size=8,
+                                           message_queue=pb.MessageQueue(topic=pb.Resource(name=GRPC_TOPIC)))  # fmt: skip
+        request.filter_expression.type, request.filter_expression.expression = pb.TAG, "*"
+        request.invisible_duration.FromSeconds(int(invisible_s))
+        request.long_polling_timeout.FromSeconds(1)
+        responses = self.stub.ReceiveMessage(request, metadata=self.metadata, timeout=5)
+        return [r.message for r in responses if r.HasField("message")]
+
+    def _ack(self) -> None:
+        pb = self.pb
+        entries = [pb.AckMessageEntry(message_id=m.system_properties.message_id,
+                                      receipt_handle=m.system_properties.receipt_handle)
+                   for m in self._receive(GRPC_TOPIC + "-ack", 10)]  # fmt: skip
+        if entries:
+            self.stub.AckMessage(pb.AckMessageRequest(group=pb.Resource(name=GRPC_TOPIC + "-ack"),
+                                                      topic=pb.Resource(name=GRPC_TOPIC), entries=entries),
+                                 metadata=self.metadata, timeout=5)  # fmt: skip
+
+    def _never_ack(self) -> None:
+        self._receive(GRPC_TOPIC + "-slow", 1)
+
+    def _forward(self) -> None:
+        pb = self.pb
+        for m in self._receive(GRPC_TOPIC + "-dead", 10):
+            self.stub.ForwardMessageToDeadLetterQueue(pb.ForwardMessageToDeadLetterQueueRequest(
+                group=pb.Resource(name=GRPC_TOPIC + "-dead"), topic=pb.Resource(name=GRPC_TOPIC),
+                receipt_handle=m.system_properties.receipt_handle, message_id=m.system_properties.message_id,
+                delivery_attempt=1, max_delivery_attempts=1), metadata=self.metadata, timeout=5)  # fmt: skip
+
+    def close(self) -> None:
+        self.stopped.set()
+        for thread in self.threads:
+            thread.join(timeout=10)
+        self.channel.close()
 
 
 class Stack:
@@ -202,13 +288,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     classpath = build_classpath("4.9")  # before the clock starts: Maven may download on a fresh machine
     metrics_port = free_port()
     with contextlib.ExitStack() as cleanup:
-        server = cleanup.enter_context(MetricsServer(metrics_port, workdir=workdir / "server"))
+        server = cleanup.enter_context(MetricsServer(metrics_port, workdir=workdir / "server", grpc=True))
         prom = cleanup.enter_context(
             RunningPrometheus(workdir / "prometheus", targets=[f"127.0.0.1:{metrics_port}"], rule_files=[ALERTS])
         )
         prom.wait_for_targets_up()
         silent = SilentConsumer(server.namesrv, SILENT_GROUP, SLOW)
         cleanup.callback(silent.close)
+        cleanup.callback(GrpcTraffic(server).close)
         traffic_log = workdir / "traffic.log"
         with open(traffic_log, "wb") as log:
             traffic = subprocess.Popen(
