@@ -130,19 +130,20 @@ class Received(NamedTuple):
 class _GroupTopic:
     """The pop state of one group on one topic."""
 
-    __slots__ = ("group", "topic", "cursors", "in_flight", "due", "next_queue", "dirty")
+    __slots__ = ("group", "topic", "cursors", "in_flight", "size", "due", "next_queue", "dirty")
 
     def __init__(self, group: str, topic: str) -> None:
         self.group = group
         self.topic = topic
         self.cursors: dict[int, int] = {}
         self.in_flight: dict[int, dict[int, InFlight]] = {}  # queue id -> offset -> message
+        self.size = 0  # messages in ``in_flight``, kept as they come and go
         self.due: list[tuple[float, int, int, int]] = []  # heap of (visible_at, seq, queue, offset), stale ones skipped
         self.next_queue = 0  # where the next receive starts looking for new messages
         self.dirty: set[int] = set()  # queues whose committed offset is to be brought up to date
 
     def count(self) -> int:
-        return sum(len(q) for q in self.in_flight.values())
+        return self.size
 
     def get(self, queue_id: int, offset: int) -> InFlight | None:
         queue = self.in_flight.get(queue_id)
@@ -161,6 +162,7 @@ class PopService:
         self.max_in_flight = max_in_flight
         self.sync = sync
         self._alarm = alarm(self._visible_again)
+        self._pushes = 0  # returns queued, for an occasional look at how many are stale
         self._returns: list[tuple] = []  # heap of (visible_at, seq, group, topic, queue, offset): wake-ups due
         self._state: dict[tuple[str, str], _GroupTopic] = {}
         self._waiting: dict[tuple[str, str], dict[int, HeldPull]] = {}  # receives held, by group and topic
@@ -189,6 +191,8 @@ class PopService:
         if journal.exists():
             top = self._replay(journal.read_bytes())
         self._seq = itertools.count(top + 1)
+        for gt in self._state.values():
+            gt.size = sum(len(queue) for queue in gt.in_flight.values())
         self._fd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._journal_bytes = os.fstat(self._fd).st_size
         for gt in self._state.values():
@@ -423,7 +427,10 @@ class PopService:
                  receive: Receive, now: float, out: list[Delivery]) -> None:  # fmt: skip
         entry = InFlight(queue_id, offset, attempt, next(self._seq), now + receive.invisible_s,
                          receive.renew_for, now + RENEW_MAX_S if receive.renew_for else 0.0)  # fmt: skip
-        gt.in_flight.setdefault(queue_id, {})[offset] = entry
+        queue = gt.in_flight.setdefault(queue_id, {})
+        if offset not in queue:
+            gt.size += 1
+        queue[offset] = entry
         self._write(self._delivered_line(gt, entry))
         heapq.heappush(gt.due, (entry.visible_at, entry.seq, queue_id, offset))
         self._return_at(gt, entry)
@@ -454,6 +461,7 @@ class PopService:
     def _drop(self, gt: _GroupTopic, entry: InFlight) -> None:
         queue = gt.in_flight[entry.queue_id]
         del queue[entry.offset]
+        gt.size -= 1
         if not queue:
             del gt.in_flight[entry.queue_id]
         self._write(f"A {gt.group} {gt.topic} {entry.queue_id} {entry.offset}")
@@ -585,7 +593,8 @@ class PopService:
         heapq.heappush(returns, (entry.visible_at, entry.seq, gt.group, gt.topic, entry.queue_id, entry.offset))
         if returns[0][1] == entry.seq:
             self._alarm.set(entry.visible_at)
-        if len(returns) > 64 and len(returns) > 4 * self.in_flight():
+        self._pushes += 1
+        if self._pushes % 4096 == 0 and len(returns) > 4 * self.in_flight():
             self._returns = [r for r in returns if self._current(r)]
             heapq.heapify(self._returns)
 
