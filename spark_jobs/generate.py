@@ -258,7 +258,7 @@ def consumer(
 _LINE = (
     '{"ts_ms":%d,"arrived_ms":%d,"group":%s,"topic":%s,"queue_id":%d,"client_id":%s,"remote":%s,'
     '"offset":%d,"max_msgs":%d,"suspend_ms":%d,"held":%s,"hold_ms":%r,"service_ms":%r,"total_ms":%r,'
-    '"wake":"%s","mode":"%s","code":"%s","msgs":%d,"bytes":%d,"next_offset":%d,"max_offset":%d,"instance":"%s"}\n'
+    '"wake":"%s","mode":"%s","code":"%s","msgs":%d,"bytes":%d,"next_offset":%d,"max_offset":%d,"protocol":"remoting","instance":"%s"}\n'
 )
 
 
