@@ -195,8 +195,7 @@ class PopService:
             gt.size = sum(len(queue) for queue in gt.in_flight.values())
         self._fd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._journal_bytes = os.fstat(self._fd).st_size
-        for gt in self._state.values():
-            self._rebuild_due(gt)
+        for gt in self._state.values():  # each message's return, in both heaps
             for queue in gt.in_flight.values():
                 for entry in queue.values():
                     self._return_at(gt, entry)
@@ -432,7 +431,6 @@ class PopService:
             gt.size += 1
         queue[offset] = entry
         self._write(self._delivered_line(gt, entry))
-        heapq.heappush(gt.due, (entry.visible_at, entry.seq, queue_id, offset))
         self._return_at(gt, entry)
         gt.dirty.add(queue_id)
         out.append(Delivery(message, attempt, self.handle(gt.group, gt.topic, entry), entry.visible_at))
@@ -476,9 +474,7 @@ class PopService:
         entry.seq = next(self._seq)
         entry.visible_at = self.clock.seconds() + invisible_s
         entry.renew_for = ""
-        self._write(f"V {group} {topic} {entry.queue_id} {entry.offset} {entry.seq} {round(entry.visible_at * 1000)}")
-        heapq.heappush(gt.due, (entry.visible_at, entry.seq, entry.queue_id, entry.offset))
-        self._return_at(gt, entry)
+        self._moved(gt, entry)
         return self.handle(group, topic, entry), entry.visible_at
 
     def forward_to_dlq(self, group: str, topic: str, handle: str) -> None:
@@ -587,8 +583,16 @@ class PopService:
         if arrival.topic in self._topics_waited:
             self.holds.arrived(arrival._replace(queue_id=ANY_QUEUE))
 
+    def _moved(self, gt: _GroupTopic, entry: InFlight) -> None:
+        """Journal ``entry``'s new generation and visibility time, and queue its return."""
+        self._write(f"V {gt.group} {gt.topic} {entry.queue_id} {entry.offset} {entry.seq} "
+                    f"{round(entry.visible_at * 1000)}")  # fmt: skip
+        self._return_at(gt, entry)
+
     def _return_at(self, gt: _GroupTopic, entry: InFlight) -> None:
-        """Wake ``gt``'s waiting receives when ``entry`` is visible again (if it still is then)."""
+        """Queue ``entry``'s return: its group's receives take it once visible (``gt.due``), and
+        its waiting receives are woken then (if it is still in flight with that time)."""
+        heapq.heappush(gt.due, (entry.visible_at, entry.seq, entry.queue_id, entry.offset))
         returns = self._returns
         heapq.heappush(returns, (entry.visible_at, entry.seq, gt.group, gt.topic, entry.queue_id, entry.offset))
         if returns[0][1] == entry.seq:
@@ -659,10 +663,7 @@ class PopService:
                         entry.renew_for = ""
                     if visible != entry.visible_at:
                         entry.visible_at = visible
-                        self._write(f"V {gt.group} {gt.topic} {entry.queue_id} {entry.offset} {entry.seq} "
-                                    f"{round(visible * 1000)}")  # fmt: skip
-                        heapq.heappush(gt.due, (visible, entry.seq, entry.queue_id, entry.offset))
-                        self._return_at(gt, entry)
+                        self._moved(gt, entry)
                         changed += 1
         return changed
 
