@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -32,6 +33,36 @@ MIN_RECEIVE_INVISIBLE_S = 1.0
 MAX_INVISIBLE_S = 12 * 3600.0
 #: What a receive is answered ahead of its RPC deadline, so the answer is on the wire in time.
 DEADLINE_MARGIN_S = 0.2
+
+
+def unknown_fields(message: Any, path: str) -> list[str]:
+    """Where ``message`` and the messages in it carry fields this schema does not have, as
+    ``path.field#number``: a newer client's field would otherwise be dropped without a word."""
+    found = [f"{path}#{n}" for n in sorted({f.field_number for f in UnknownFieldSet(message)})]
+    for name, kind in _nested(message.DESCRIPTOR):
+        if not (kind == "one" and message.HasField(name)) and not (kind != "one" and getattr(message, name)):
+            continue
+        value = getattr(message, name)
+        items = ([(name, value)] if kind == "one" else enumerate(value) if kind == "list" else value.items())
+        for key, item in items:
+            found += unknown_fields(item, f"{path}.{name}" if kind == "one" else f"{path}.{name}[{key}]")
+    return found
+
+
+@functools.cache
+def _nested(descriptor: Any) -> tuple[tuple[str, str], ...]:
+    """The fields of a message type that hold messages, each with how: ``one``, ``list`` or ``map``
+    (maps of scalars left out)."""
+    nested = []
+    for field in descriptor.fields:
+        if field.message_type is None:
+            continue
+        if field.message_type.GetOptions().map_entry:
+            if field.message_type.fields_by_name["value"].message_type is not None:
+                nested.append((field.name, "map"))
+        else:
+            nested.append((field.name, "list" if field.is_repeated else "one"))
+    return tuple(nested)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,10 +105,10 @@ class MessagingService(rpc.MessagingServiceServicer):
         if not client_id:
             raise Refused(Code.CLIENT_ID_REQUIRED, "client id cannot be empty")
         if request is not None:
-            unknown = sorted({f.field_number for f in UnknownFieldSet(request)})
+            unknown = unknown_fields(request, type(request).__name__)
             if unknown:
-                raise Refused(Code.BAD_REQUEST, f"unknown fields {unknown} in {type(request).__name__}: this server "
-                              "speaks apache.rocketmq.v2 as of rocketmq-apis 2.0.4")  # fmt: skip
+                raise Refused(Code.BAD_REQUEST, f"unknown fields {', '.join(unknown)}: this server speaks "
+                              "apache.rocketmq.v2 as of rocketmq-apis 2.0.4")  # fmt: skip
         caller = Caller(client_id, self.front.peer_of(context.peer()), str(metadata.get("x-mq-client-version", "")))
         if self.access is not None:
             denied = self.access.check_grpc(metadata.get("authorization"), metadata.get("x-mq-date-time"),
