@@ -13,14 +13,23 @@ measure alternates between them (A, B; B, A in the next round):
     leaves less than that (ILLEGAL_POLLING_TIME): its figures are given against the await asked for
     and against max(await, 5 s);
 (b) wake latency: a receive waiting (await 20 s) on an empty topic, then a SendMessage to it; the
-    receive's message arriving minus the send's answer arriving, p50/p99/max over N wakes;
+    receive's message arriving minus the send's answer arriving, p50/p99/max over N wakes (both
+    calls on one asyncio loop of grpc.aio, so the client adds no hop between threads to either);
 (c) throughput: 1 KiB sends from T threads of the sync grpc client for D seconds after a 1 s ramp,
     msgs/s; then a consumer group drains that backlog from T threads (receives of 32, invisible
     30 s, one AckMessage per batch), msgs/s; with this client process's CPU and the server's: on a
     small machine the Python client may be what limits both rates, not the server;
 (d) rmqproxy's remoting path on the same server: ``bench/hold.py``'s wake latency and 1 s timeout
-    overshoot (its own pattern: pulls arriving one a millisecond, all held at once).
-Run: ``python bench/grpc_path.py [--quick] [--no-reference] [--receives N] [--wakes N] [--threads T]
+    overshoot (its own pattern: pulls arriving one a millisecond, all held at once);
+(e) delayed messages: a receive waiting (await 20 s) on a DELAY topic, then a SendMessage whose
+    delivery_timestamp is 1 s ahead; the message arriving minus its delivery time (client side, the
+    same machine's clock), and for rmqproxy the receive's answer in its event log minus that time;
+(f) returns: a message received with an invisible_duration (1 s; the reference's minimum, 10 s,
+    there) and not acked, then receives until it is back; its arrival minus (the first receive's
+    call + the invisibility) on this side (an upper bound: the invisibility starts later, on the
+    server), and for rmqproxy the answer of the receive that got it back minus (the first's answer
+    + the invisibility) in its event log.
+Run: ``python bench/grpc_path.py [--quick] [--no-reference] [--receives N] [--wakes N] [--delays N] [--returns N] [--threads T]
 [--seconds D]``.
 """
 
@@ -63,9 +72,16 @@ from tests.interop.apache_proxy import REFERENCE_PROXY_VERSION, ApacheProxy, Ref
 from tests.interop.server import RunningServer  # noqa: E402
 
 #: Topic (all NORMAL, 4 queues) and consumer group of each workload.
-TOPICS = {"idle": "GrpcBenchIdle", "wake": "GrpcBenchWake", "load": "GrpcBenchLoad", "warm": "GrpcBenchWarm"}
+TOPICS = {"idle": "GrpcBenchIdle", "wake": "GrpcBenchWake", "load": "GrpcBenchLoad", "warm": "GrpcBenchWarm",
+          "delay": "GrpcBenchDelay", "back": "GrpcBenchReturn"}
+#: Message type of each topic that is not NORMAL.
+TOPIC_TYPES = {"delay": "DELAY"}
 GROUPS = {key: f"{topic}G" for key, topic in TOPICS.items()}
 AWAITS_S = (1.0, 5.0, 20.0)
+#: How far ahead a delayed message's delivery time is; the invisibility of a return sample on each target.
+DELAY_S = 1.0
+RETURN_INVISIBLE_S = {"rmqproxy": 1.0}
+REFERENCE_MIN_INVISIBLE_S = 10.0
 #: The Java client's request timeout: a receive's deadline is its await plus this.
 TOLERANCE_S = 3.0
 #: The reference proxy's grpcClientConsumerMinLongPollingTimeoutMillis.
@@ -80,9 +96,10 @@ DRAIN_AWAIT_S = 5.0
 RAMP_S = 1.0
 HEARTBEAT_S = 10.0
 WAKE_LEAD_S = 0.05  # from a wake's receive to its send: the receive is held by then
-STALL_S = 30.0  # a drain that acks nothing for this long is given up
-QUICK = {"receives": 20, "wakes": 20, "seconds": 3, "warmup": 2, "rounds": 1}
-FULL = {"receives": 200, "wakes": 200, "seconds": 20, "warmup": 10, "rounds": 2}
+STALL_S = 30.0
+WALL_OFFSET_S = time.time() - time.perf_counter()  # a drain that acks nothing for this long is given up
+QUICK = {"receives": 20, "wakes": 20, "seconds": 3, "warmup": 2, "rounds": 1, "delays": 4, "returns": 2}
+FULL = {"receives": 200, "wakes": 1000, "seconds": 20, "warmup": 10, "rounds": 2, "delays": 40, "returns": 6}
 NOTES = [
     "Client: one Python process, the sync grpc client (one channel per target), T threads; "
     "client_cpu_share near 1 or above means the client (its GIL, protobuf) may bound the throughput, "
@@ -116,6 +133,7 @@ class Client:
     10 s, as the Java client keeps them (the reference forgets a client's settings without them)."""
 
     def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
         self.channel = grpc.insecure_channel(endpoint)
         self.stub = rpc.MessagingServiceStub(self.channel)
         self.metadata: dict[str, tuple[tuple[str, str], ...]] = {}  # role: "producer" or a group
@@ -170,27 +188,42 @@ class Client:
                 except (grpc.RpcError, RuntimeError) as e:
                     progress(f"heartbeat failed: {e}")
 
-    def send(self, topic: str, body: bytes) -> bool:
-        """One message in one SendMessage; whether it was stored."""
-        message = pb.Message(topic=pb.Resource(name=topic), body=body)
-        system = message.system_properties
-        system.message_id, system.message_type, system.born_host = "01" + uuid.uuid4().hex.upper(), pb.NORMAL, HOST
-        system.born_timestamp.GetCurrentTime()
+    def send(self, topic: str, body: bytes, deliver_at_ms: int | None = None) -> bool:
+        """One message in one SendMessage (a DELAY one when ``deliver_at_ms`` is given); whether it was stored."""
         try:
-            answer = self.stub.SendMessage(pb.SendMessageRequest(messages=[message]),
+            answer = self.stub.SendMessage(self.send_request(topic, body, deliver_at_ms),
                                            metadata=self.metadata["producer"], timeout=TOLERANCE_S)  # fmt: skip
         except grpc.RpcError:
             return False
         return answer.status.code == pb.OK
 
-    def receive(self, key: str, await_s: float, deadline_s: float, batch: int = BATCH) -> Received:
-        """A ReceiveMessage of ``key``'s group on its topic, timed on this side."""
+    def send_request(self, topic: str, body: bytes, deliver_at_ms: int | None = None) -> Any:
+        """A SendMessage of one message (a DELAY one when ``deliver_at_ms`` is given)."""
+        message = pb.Message(topic=pb.Resource(name=topic), body=body)
+        system = message.system_properties
+        system.message_id, system.message_type, system.born_host = "01" + uuid.uuid4().hex.upper(), pb.NORMAL, HOST
+        system.born_timestamp.GetCurrentTime()
+        if deliver_at_ms is not None:
+            system.message_type = pb.DELAY
+            system.delivery_timestamp.FromMilliseconds(deliver_at_ms)
+        return pb.SendMessageRequest(messages=[message])
+
+    @staticmethod
+    def receive_request(key: str, await_s: float, batch: int = BATCH, invisible_s: float = INVISIBLE_S) -> Any:
+        """A ReceiveMessage of ``key``'s group on its topic."""
         group, topic = GROUPS[key], pb.Resource(name=TOPICS[key])
         request = pb.ReceiveMessageRequest(group=pb.Resource(name=group), batch_size=batch,
                                            message_queue=pb.MessageQueue(topic=topic))  # fmt: skip
         request.filter_expression.type, request.filter_expression.expression = pb.TAG, "*"
-        request.invisible_duration.FromMilliseconds(int(INVISIBLE_S * 1000))
+        request.invisible_duration.FromMilliseconds(int(invisible_s * 1000))
         request.long_polling_timeout.FromMilliseconds(int(await_s * 1000))
+        return request
+
+    def receive(self, key: str, await_s: float, deadline_s: float, batch: int = BATCH,
+                invisible_s: float = INVISIBLE_S) -> Received:  # fmt: skip
+        """A ReceiveMessage of ``key``'s group on its topic, timed on this side."""
+        group = GROUPS[key]
+        request = self.receive_request(key, await_s, batch, invisible_s)
         code, messages, first = "NO_STATUS", [], None
         started = time.perf_counter()
         try:
@@ -265,7 +298,8 @@ def started(no_reference: bool) -> Iterator[tuple[list[Target], RunningServer]]:
     with contextlib.ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rmqproxy-grpc-bench-")))
         (workdir / "admin").mkdir()
-        topics, groups = dict.fromkeys(TOPICS.values(), "NORMAL"), list(GROUPS.values())
+        topics = {topic: TOPIC_TYPES.get(key, "NORMAL") for key, topic in TOPICS.items()}
+        groups = list(GROUPS.values())
         progress("starting rmqproxy serve")
         server = stack.enter_context(RunningServer(grpc=True, message_delay_level=None, workdir=workdir / "rmqproxy"))
         ReferenceAdmin(workdir / "admin").create(server.namesrv, server.broker_addr, topics=topics, groups=groups)
@@ -358,15 +392,30 @@ def overshoot_summary(samples: list[tuple[str, float]], await_s: float, floor_s:
     return out
 
 
-def server_overshoot(logs: Path, topic: str) -> dict:
-    """rmqproxy's own figure: hold_ms - suspend_ms of the gRPC receives on ``topic`` that ended by
-    timeout, by the wait asked (the event log is flushed every 0.5 s)."""
-    by_wait: dict[int, list[float]] = {}
+def grpc_events(logs: Path, topic: str) -> list[dict]:
+    """rmqproxy's pull events of gRPC receives on ``topic``, in the order they arrived (the event log
+    is flushed every 0.5 s: wait that long after the last receive)."""
+    events = []
     for path in sorted(logs.glob("pulls-*.jsonl")):
         for line in path.read_text().splitlines():
             event = json.loads(line) if line.strip() else {}
-            if event.get("protocol") == "grpc" and event["topic"] == topic and event["wake"] == "timeout":
-                by_wait.setdefault(event["suspend_ms"], []).append(event["hold_ms"] - event["suspend_ms"])
+            if event.get("protocol") == "grpc" and event["topic"] == topic:
+                events.append(event)
+    return sorted(events, key=lambda e: e["arrived_ms"])
+
+
+def answered_ms(event: dict) -> float:
+    """When the server answered a receive, epoch ms (within 1 ms: ``arrived_ms`` is truncated)."""
+    return event["arrived_ms"] + event["total_ms"]
+
+
+def server_overshoot(logs: Path, topic: str) -> dict:
+    """rmqproxy's own figure: hold_ms - suspend_ms of the gRPC receives on ``topic`` that ended by
+    timeout, by the wait asked."""
+    by_wait: dict[int, list[float]] = {}
+    for event in grpc_events(logs, topic):
+        if event["wake"] == "timeout":
+            by_wait.setdefault(event["suspend_ms"], []).append(event["hold_ms"] - event["suspend_ms"])
     return {f"{ms / 1000:g}s": {"events": len(late), **spread(late, "server_overshoot_ms")}
             for ms, late in sorted(by_wait.items())}  # fmt: skip
 
@@ -392,19 +441,42 @@ def receive_overshoot(targets: list[Target], receives: int, rounds: int) -> dict
 
 def wake_latency(client: Client, wakes: int) -> tuple[list[float], int]:
     """(b): latencies in ms of ``wakes`` wakes, and how many receives got nothing (missed)."""
+    return asyncio.run(_wakes(client, wakes))
+
+
+async def _wakes(client: Client, wakes: int) -> tuple[list[float], int]:
+    """(b) on a grpc.aio channel of its own, with the sync client's sessions (their metadata)."""
     latencies, missed = [], 0
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+    async with grpc.aio.insecure_channel(client.endpoint) as channel:
+        stub = rpc.MessagingServiceStub(channel)
+
+        async def first_message() -> tuple[float | None, list[Any]]:
+            messages, first = [], None
+            call = stub.ReceiveMessage(client.receive_request("wake", 20.0), metadata=client.metadata[GROUPS["wake"]],
+                                       timeout=20.0 + TOLERANCE_S)  # fmt: skip
+            with contextlib.suppress(grpc.RpcError):
+                async for response in call:
+                    if response.HasField("message"):
+                        first = first or time.perf_counter()
+                        messages.append(response.message)
+            return first, messages
+
         for _ in range(wakes):
-            waiting = pool.submit(client.receive, "wake", 20.0, 20.0 + TOLERANCE_S)
-            time.sleep(WAKE_LEAD_S)
-            stored = client.send(TOPICS["wake"], b"w" * 100)
+            waiting = asyncio.create_task(first_message())
+            await asyncio.sleep(WAKE_LEAD_S)
+            try:
+                answer = await stub.SendMessage(client.send_request(TOPICS["wake"], b"w" * 100),
+                                                metadata=client.metadata["producer"], timeout=TOLERANCE_S)  # fmt: skip
+                stored = answer.status.code == pb.OK
+            except grpc.RpcError:
+                stored = False
             answered = time.perf_counter()
-            got = waiting.result()
-            if not stored or got.first_message_at is None:
+            first, messages = await waiting
+            if not stored or first is None:
                 missed += 1
                 continue
-            latencies.append((got.first_message_at - answered) * 1000)
-            client.ack("wake", got.messages)
+            latencies.append((first - answered) * 1000)
+            client.ack("wake", messages)
     return latencies, missed
 
 
@@ -419,6 +491,115 @@ def wake_rounds(targets: list[Target], wakes: int, rounds: int) -> dict:
             found[target.name] = (found[target.name][0] + latencies, found[target.name][1] + missed)
     return {name: {"wakes": wakes, "missed": missed, "await_s": 20.0, **spread(latencies, "latency_ms")}
             for name, (latencies, missed) in found.items()}  # fmt: skip
+
+
+def wall(perf: float) -> float:
+    """A ``time.perf_counter`` reading as epoch seconds (delivery times are epoch milliseconds)."""
+    return perf + WALL_OFFSET_S
+
+
+def taken(client: Client, key: str, invisible_s: float = INVISIBLE_S, give_up_s: float = 40.0) -> Received | None:
+    """Receives of one message of ``key``'s group (await 20 s each) until one comes, for at most
+    ``give_up_s``; that receive, or None."""
+    end = time.perf_counter() + give_up_s
+    while time.perf_counter() < end:
+        got = client.receive(key, 20.0, 20.0 + TOLERANCE_S, batch=1, invisible_s=invisible_s)
+        if got.messages:
+            return got
+    return None
+
+
+def delayed(client: Client, samples: int) -> tuple[list[float], list[int], int]:
+    """(e): for each sample a receive waits, then a message due ``DELAY_S`` ahead is sent; its arrival
+    minus its delivery time in ms, the delivery times (epoch ms), and how many never came."""
+    late, due, missed = [], [], 0
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        for _ in range(samples):
+            waiting = pool.submit(client.receive, "delay", 20.0, 20.0 + TOLERANCE_S, 1)
+            time.sleep(WAKE_LEAD_S)
+            deliver_at_ms = int((time.time() + DELAY_S) * 1000)
+            if not client.send(TOPICS["delay"], b"d" * 100, deliver_at_ms):
+                waiting.result()
+                missed += 1
+                continue
+            got = waiting.result()
+            if got.first_message_at is None:
+                got = taken(client, "delay")  # late beyond the await: counted missed, taken off the topic
+                missed += 1
+                if got is not None:
+                    client.ack("delay", got.messages)
+                continue
+            late.append(wall(got.first_message_at) * 1000 - deliver_at_ms)
+            due.append(deliver_at_ms)
+            client.ack("delay", got.messages)
+    return late, due, missed
+
+
+def returned(client: Client, samples: int, invisible_s: float) -> tuple[list[float], int]:
+    """(f): for each sample a message is sent, received with ``invisible_s`` and not acked, then
+    received until it is back; ms from (the first receive's call + ``invisible_s``) to its arrival,
+    and how many did not come back as the same message."""
+    late, missed = [], 0
+    for _ in range(samples):
+        client.send(TOPICS["back"], b"r" * 100)
+        first = taken(client, "back", invisible_s)
+        back = taken(client, "back", give_up_s=invisible_s + 40.0) if first is not None else None
+        if back is None or back.messages[0].system_properties.message_id != first.messages[0].system_properties.message_id:
+            missed += 1
+        else:
+            late.append((back.first_message_at - first.started - invisible_s) * 1000)
+        if back is not None:
+            client.ack("back", back.messages)
+    return late, missed
+
+
+def server_delayed(logs: Path, due: list[int]) -> dict:
+    """rmqproxy's own delay figure: each delayed message's receive answered (event log) minus its due time."""
+    got = [answered_ms(e) for e in grpc_events(logs, TOPICS["delay"]) if e["msgs"]]
+    if len(got) != len(due):
+        return {"unmatched": f"{len(got)} receives delivered for {len(due)} delayed messages"}
+    return spread([a - d for a, d in zip(got, due, strict=True)], "server_late_ms")
+
+
+def server_returned(logs: Path, invisible_s: float) -> dict:
+    """rmqproxy's own return figure: the answer of the receive that got a message back minus (the
+    first receive's answer + the invisibility), from the event log's pairs of delivering receives."""
+    got = [answered_ms(e) for e in grpc_events(logs, TOPICS["back"]) if e["msgs"]]
+    if len(got) % 2:
+        return {"unmatched": f"{len(got)} delivering receives, not pairs"}
+    return spread([b - a - invisible_s * 1000 for a, b in zip(got[::2], got[1::2], strict=True)], "server_late_ms")
+
+
+def timers(targets: list[Target], delays: int, returns: int, rounds: int) -> dict:
+    """(e) and (f) on every target in interleaved rounds, with rmqproxy's server-side figures."""
+    found = {t.name: {"delay": ([], [], 0), "return": ([], 0)} for t in targets}
+    for round_ in range(rounds):
+        for target in in_order(targets, round_):
+            count = share(delays, rounds, round_)
+            progress(f"{target.name}: {count} delayed messages, due {DELAY_S:g} s ahead")
+            late, due, missed = delayed(target.client, count)
+            had = found[target.name]["delay"]
+            found[target.name]["delay"] = (had[0] + late, had[1] + due, had[2] + missed)
+            invisible_s = RETURN_INVISIBLE_S.get(target.name, REFERENCE_MIN_INVISIBLE_S)
+            count = share(returns, rounds, round_)
+            progress(f"{target.name}: {count} returns after {invisible_s:g} s invisible")
+            late, missed = returned(target.client, count, invisible_s)
+            had = found[target.name]["return"]
+            found[target.name]["return"] = (had[0] + late, had[1] + missed)
+    time.sleep(1.0)
+    report = {}
+    for target in targets:
+        (late, due, missed), (back, back_missed) = found[target.name]["delay"], found[target.name]["return"]
+        invisible_s = RETURN_INVISIBLE_S.get(target.name, REFERENCE_MIN_INVISIBLE_S)
+        report[target.name] = {
+            "delay": {"due_ahead_s": DELAY_S, "samples": len(late), "missed": missed, **spread(late, "client_late_ms"),
+                      **({"server_side": server_delayed(target.logs, due)} if target.logs and not missed else {})},
+            "return": {"invisible_s": invisible_s, "samples": len(back), "missed": back_missed,
+                       **spread(back, "client_late_ms"),
+                       **({"server_side": server_returned(target.logs, invisible_s)}
+                          if target.logs and not back_missed else {})},
+        }  # fmt: skip
+    return report
 
 
 def send_load(target: Target, key: str, threads: int, ramp_s: float, seconds: float) -> dict:
@@ -561,6 +742,7 @@ def measure(args: argparse.Namespace, report: dict) -> None:
             warm_up(target, args.threads, args.warmup)
         report["receive_overshoot"] = receive_overshoot(targets, args.receives, args.rounds)
         report["wake_latency"] = wake_rounds(targets, args.wakes, args.rounds)
+        report["timers"] = timers(targets, args.delays, args.returns, args.rounds)
         report["throughput"] = throughput(targets, args.threads, args.seconds, args.rounds)
         report["remoting"] = remoting(server, args.wakes, args.receives)
 
@@ -570,7 +752,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="few receives and wakes, short phases, one round")
     parser.add_argument("--no-reference", action="store_true", help="rmqproxy only")
     parser.add_argument("--receives", type=int, help="empty receives per await per target (200; quick 20)")
-    parser.add_argument("--wakes", type=int, help="wakes per target (200; quick 20)")
+    parser.add_argument("--wakes", type=int, help="wakes per target (1000; quick 20)")
+    parser.add_argument("--delays", type=int, help="delayed messages per target (40; quick 4)")
+    parser.add_argument("--returns", type=int, help="unacked messages waited back per target (6; quick 2)")
     parser.add_argument("--threads", type=int, default=16, help="client threads sending and draining")
     parser.add_argument("--seconds", type=float, help="seconds of measured sends per round (20; quick 3)")
     args = parser.parse_args(argv)
@@ -580,7 +764,7 @@ def main(argv: list[str] | None = None) -> None:
     report: dict[str, Any] = {
         "benchmark": "grpc", "date": time.strftime("%Y-%m-%d %H:%M"), "commit": commit(), "machine": machine(),
         "options": {"quick": args.quick, "reference": not args.no_reference, "receives": args.receives,
-                    "wakes": args.wakes, "threads": args.threads, "seconds": args.seconds, "warmup_s": args.warmup,
+                    "wakes": args.wakes, "delays": args.delays, "returns": args.returns, "threads": args.threads, "seconds": args.seconds, "warmup_s": args.warmup,
                     "rounds": args.rounds, "in_flight": IN_FLIGHT, "body_bytes": len(BODY)},
     }  # fmt: skip
     measure(args, report)
