@@ -5,7 +5,7 @@ oracle) and asserts on what the Java client saw.  The server under test is ``rmq
 (``server.RunningServer``) started with 1-second delay levels; ``RMQ_SCENARIO_TARGET=apache`` runs
 the same tests against the reference Apache RocketMQ 4.9.7 name server + broker instead
 (``apache_broker.ApacheBroker``), as a baseline.  One server serves the whole module (topics and
-groups are unique per test); the restart scenario gets its own.  The gaps the reference has are in
+groups are unique per test); the restart and crash scenarios get their own.  The gaps the reference has are in
 ``scenario_checks.reference_gap``; the offset scenarios are in ``test_offset_scenarios.py``.
 
 Client facts that cost time (the tests allow for them; a server can avoid the first two):
@@ -27,6 +27,9 @@ from typing import Any
 
 import pytest
 
+from codec.codes import RequestCode as C
+from codec.codes import ResponseCode as R
+
 from .scenario_checks import (
     assert_all_received,
     explain,
@@ -38,6 +41,7 @@ from .scenario_checks import (
 )
 from .scenario_runner import ScenarioProgram, unique_name
 from .server import ScenarioServer
+from .wire import WireClient
 
 TARGET = os.environ.get("RMQ_SCENARIO_TARGET", "rmqproxy")
 SEND_COUNT = 10000
@@ -256,3 +260,33 @@ def test_restart(program: ScenarioProgram, own_server: ScenarioServer) -> None:
     assert r["missing"] == 0, f"{r['missing']} acknowledged messages never arrived\n" + explain(r, server, *fields)
     print(f"restart: sent_ok={r['sent_ok']} failed={r['send_failed']} received={r['received']} "
           f"duplicates={r['duplicates']} unacknowledged_received={r['received_unacknowledged']} drain_ms={r['drain_ms']}")
+
+
+def test_crash(program: ScenarioProgram, own_server: ScenarioServer) -> None:
+    """``kill -9`` under the default ASYNC_FLUSH while a producer and a consumer run: after the
+    restart every SEND_OK message arrives, no consumer offset points past its queue's end, and
+    both clients go on without an error."""
+    server = own_server
+    topic = unique_name("Crash", program.line)
+
+    def crash() -> None:
+        server.kill()
+        server.start()
+
+    (before, _), r = traffic_across(program, server.namesrv, topic, crash)
+    no_error(r, server)
+    fields = ("sent_ok", "send_failed", "send_failures", "received", "distinct", "duplicates", "missing",
+              "missing_keys", "received_unacknowledged")
+    assert r["sent_ok"] > before["sent"], explain(r, server, *fields)
+    assert r["missing"] == 0, f"{r['missing']} acknowledged messages never arrived\n" + explain(r, server, *fields)
+    past_end = {}
+    with WireClient(server.broker_addr) as wire:
+        for queue_id in range(16):
+            end = wire.call(C.GET_MAX_OFFSET, topic=topic, queue_id=queue_id)
+            committed = wire.call(C.QUERY_CONSUMER_OFFSET, consumer_group=f"{topic}-cg", topic=topic, queue_id=queue_id)
+            if end.code == R.SUCCESS and committed.code == R.SUCCESS:
+                if int(committed.ext_fields["offset"]) > int(end.ext_fields["offset"]):
+                    past_end[queue_id] = (committed.ext_fields["offset"], end.ext_fields["offset"])
+    assert not past_end, f"consumer offsets past their queue's end (committed, end): {past_end}"
+    print(f"crash: sent_ok={r['sent_ok']} failed={r['send_failed']} received={r['received']} "
+          f"duplicates={r['duplicates']} unacknowledged_received={r['received_unacknowledged']}")
