@@ -42,7 +42,8 @@ from twisted.logger import Logger
 from codec.message import Message, decode_messages
 
 from ..core.alarm import Alarm
-from ..core.hold import WAKE_RETURNED, WAKE_DISCONNECT, WAKE_FULL, WAKE_NONE, Arrival, HeldPull, HoldService, always
+from ..core.hold import (WAKE_DISCONNECT, WAKE_EVICTED, WAKE_FULL, WAKE_NONE, WAKE_RETURNED, Arrival, HeldPull,
+                         HoldService, always)
 from ..core.names import dlq_topic
 from .store import GetStatus, MessageFilter, MessageStore
 
@@ -78,6 +79,16 @@ class ConnectionFull(RuntimeError):
 
 class InvisibleFull(RuntimeError):
     """The group has ``max_in_flight`` messages in flight on the topic already."""
+
+
+class GaveWay(RuntimeError):
+    """A held receive ended at ``maxHeldPulls`` for a pull of a connection below its fair share
+    (``HoldService``, case E): its connection held more than its share. ``received`` is how it
+    ended (nothing delivered, wake ``evicted``), for the pull event."""
+
+    def __init__(self, why: str, received: Received) -> None:
+        super().__init__(why)
+        self.received = received
 
 
 @dataclasses.dataclass(slots=True)
@@ -501,7 +512,8 @@ class PopService:
         """Deliver now, or hold until something can be delivered or ``deadline``: a Deferred of a
         ``Received`` (``InvisibleFull`` when the group has too much in flight, ``ConnectionFull``
         when its connection holds its share already; a receive past ``maxHeldPulls`` is answered
-        at once, empty, with wake ``full``, as a remoting pull is)."""
+        at once, empty, with wake ``full``, as a remoting pull is; ``GaveWay`` when, held, it
+        gave way at ``maxHeldPulls`` to a connection below its fair share)."""
         arrived = self.clock.seconds()
         deliveries = self.take(receive, queues)
         if deliveries or deadline <= arrived:
@@ -516,6 +528,10 @@ class PopService:
             if wake == WAKE_DISCONNECT:
                 self.unlist(receive.group, receive.topic, held)
                 d.callback(Received([], wake, arrived, now))
+                return True
+            if wake == WAKE_EVICTED:
+                self.unlist(receive.group, receive.topic, held)
+                d.errback(GaveWay(self.holds.eviction_remark, Received([], wake, arrived, now)))
                 return True
             try:
                 found = self.take(receive, queues)

@@ -168,7 +168,8 @@ class Server:
                              transactions=self.transactions, permission=self.permission, groups=self.groups)  # fmt: skip
         self.pulls = PullProcessor(config, store, topics, clients, self.holds, self.reactor,
                                    listeners=[self.pull_log, hooks.on_pull, self.broker_stats.on_pull],
-                                   permission=self.permission, groups=self.groups)  # fmt: skip
+                                   permission=self.permission, groups=self.groups,
+                                   on_reject=self.rejections)  # fmt: skip
         processors = [
             NameServer(config, topics, self.permission, self.kv, groups=self.groups), send, self.pulls, self.consumers,
             SendBackProcessor(store, topics, on_send_back=self.broker_stats.on_send_back, permission=self.permission,

@@ -74,7 +74,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("maxTopicQueueNums", "max_topic_queue_nums", int, 1024, "most queues updateTopic may give a topic", runtime=True, low=1),
     Setting("longPollingEnable", "long_polling", bool, True, "hold empty pulls for their suspend timeout", runtime=True),
     Setting("shortPollingTimeMills", "short_polling_ms", int, 1000, "hold time when long polling is off", runtime=True, low=0),
-    Setting("maxHeldPulls", "max_held_pulls", int, 100_000, "beyond this many held pulls, answer at once", proxy=True, runtime=True, low=0),
+    Setting("maxHeldPulls", "max_held_pulls", int, 100_000,
+            "at this many held pulls, hold one more only from a connection below its fair share (the one holding the "
+            "most answers SYSTEM_BUSY for it), else answer at once", proxy=True, runtime=True, low=0),
     Setting("maxHeldPullsPerConnection", "max_held_pulls_per_connection", int, 10_000,
             "beyond this many held pulls on one connection, answer SYSTEM_BUSY", proxy=True, runtime=True, low=0),
     Setting("maxInFlightRequestsPerConnection", "max_in_flight_requests_per_connection", int, 20_000,

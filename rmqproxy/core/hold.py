@@ -10,7 +10,11 @@ A. arrival: a message for its queue at or past its offset that its filter matche
    read is re-run and answered if it finds something, else the pull keeps holding (same deadline);
 B. timeout: its deadline passed; the read is re-run once and answered, whatever it finds;
 C. disconnect: its connection closed; it is dropped silently (nobody to answer);
-D. shutdown: the server stops; the read is re-run and answered.
+D. shutdown: the server stops; the read is re-run and answered;
+E. evicted: at ``max_held``, a pull came from a connection below its fair share (below): the
+   newest held pull of the connection holding the most is ended with a final re-read (wake
+   ``evicted``; ``eviction_remark`` says why), which its caller answers "busy" (remoting
+   SYSTEM_BUSY, gRPC TOO_MANY_REQUESTS), so its client backs off instead of pulling again at once.
 
 Every completion first takes the pull out of the tables and its deadline entry, then re-reads: a
 re-read that re-enters the service (an answer whose write closes the connection) finds the pull
@@ -18,11 +22,21 @@ already gone, so it is answered once. An arrival whose re-read finds nothing put
 with the deadline it had. A re-read that raises is logged and counted (``failures``), the pull is
 dropped, and the arrival goes on to the other pulls.
 
-A pull past ``max_held`` is not held: its caller answers at once. ``max_held_per_conn`` bounds
-what one connection may hold, so no client can take every held pull (``conn_full``; its caller
-refuses the pull). Held pulls are keyed by (topic, queue id); the table never keeps an entry for a
-queue with no held pull. A completed pull's heap entry stays until its time comes or the heap is
-compacted (more than half stale), but no longer refers to the pull.
+``max_held_per_conn`` bounds what one connection may hold (``conn_full``; its caller refuses the
+pull). ``max_held`` bounds them all, and is shared fairly: a connection's fair share is
+``max_held`` divided by the number of connections holding pulls (the puller's counted). At
+``max_held`` a pull from a connection below its share is held and the connection holding the most
+gives way (case E); any other pull is not held, and its caller answers at once, as it does every
+pull once the service is shut down. The one holding the most is then always above its share, but
+it gives way only if it holds at least two more than the puller, so two connections never pass a
+slot back and forth. It is found in O(1), never by a scan over connections or pulls: connections
+are kept in buckets by how many pulls they hold, with the highest count, and each pull held or
+ended moves its connection one bucket (``_one_more``, ``_one_fewer``). "Newest" is the pull last
+put in its connection's table: one an arrival woke to find nothing, put back, counts as new.
+
+Held pulls are keyed by (topic, queue id); the table never keeps an entry for a queue with no held
+pull. A completed pull's heap entry stays until its time comes or the heap is compacted (more than
+half stale), but no longer refers to the pull.
 """
 
 from __future__ import annotations
@@ -60,6 +74,7 @@ WAKE_SHUTDOWN = "shutdown"
 WAKE_UPSTREAM = "upstream"  # proxy mode: the upstream broker answered a pull it had held
 WAKE_RETURNED = "returned"  # a gRPC receive: a message of its group became visible again
 WAKE_FULL = "full"  # a gRPC receive past the held-pull bounds, answered empty at once
+WAKE_EVICTED = "evicted"  # at maxHeldPulls: gave way to a pull of a connection below its fair share
 
 
 class HeldPull:
@@ -111,6 +126,11 @@ class HoldService:
         self.max_held_per_conn = max_held_per_conn
         self._held: dict[tuple[str, int], dict[int, HeldPull]] = {}
         self._by_conn: dict[Hashable, dict[int, HeldPull]] = {}
+        # connections by how many pulls they hold (count -> those connections, as a dict for its
+        # order) and the highest such count: the connection holding the most in O(1) (case E)
+        self._conns_holding: dict[int, dict[Hashable, None]] = {}
+        self._most = 0
+        self.eviction_remark = ""  # why the last evicted pull was ended: its re-read answers with it
         self._ids = itertools.count(1)
         self.count = 0
         self.wakeups: dict[str, int] = {}
@@ -122,18 +142,80 @@ class HoldService:
         return len(self._by_conn.get(conn, ())) >= self.max_held_per_conn
 
     def hold(self, pull: HeldPull) -> bool:
-        """Start holding ``pull`` until its deadline; False (not held) past ``max_held``, when
-        its connection is full, or once shut down (nothing would answer it)."""
-        if self.closed or self.count >= self.max_held or self.conn_full(pull.conn):
+        """Start holding ``pull`` until its deadline; False (not held) when its connection is
+        full, at ``max_held`` unless its connection is below its fair share (then another
+        connection's pull gives way, case E), or once shut down (nothing would answer it)."""
+        if self.closed or self.conn_full(pull.conn):
             return False
+        victim = None
+        if self.count >= self.max_held:
+            victim = self._over_share(pull.conn)
+            if victim is None:
+                return False
+            self._remove(victim)  # out before the new pull is in: never more than ``max_held`` held
         pull.id = next(self._ids)
         self._insert(pull)
+        if victim is not None:
+            self._reread(victim, WAKE_EVICTED, True)
+            self._count(WAKE_EVICTED)
         return True
+
+    def _over_share(self, conn: Hashable) -> HeldPull | None:
+        """At ``max_held``: the pull to end for one of ``conn``, or None. ``conn`` must be below
+        its fair share and the connection holding the most must hold two more than ``conn``
+        (then it is above its share); it gives its newest pull. O(1): no scan."""
+        mine = len(self._by_conn.get(conn, ()))
+        conns = len(self._by_conn) + (0 if mine else 1)
+        if mine * conns >= self.max_held or self._most < mine + 2:
+            return None
+        hog = next(iter(self._conns_holding[self._most]))  # the first to reach that count
+        pulls = self._by_conn[hog]
+        victim = pulls[next(reversed(pulls))]
+        self.eviction_remark = (
+            f"{self.count} pulls are held (maxHeldPulls {self.max_held}) and this connection holds {self._most}, "
+            f"over its fair share of {self.max_held // conns} (maxHeldPulls / {conns} connections holding pulls); "
+            "try again later"
+        )
+        return victim
+
+    def _one_more(self, conn: Hashable, n: int) -> None:
+        """``conn`` holds ``n`` pulls now, one more than before: up one bucket."""
+        buckets = self._conns_holding
+        if n > 1:
+            below = buckets[n - 1]
+            del below[conn]
+            if not below:
+                del buckets[n - 1]
+        above = buckets.get(n)
+        if above is None:
+            buckets[n] = {conn: None}
+            if n > self._most:
+                self._most = n
+        else:
+            above[conn] = None
+
+    def _one_fewer(self, conn: Hashable, n: int) -> None:
+        """``conn`` holds ``n`` pulls now, one fewer than before: down one bucket."""
+        buckets = self._conns_holding
+        above = buckets[n + 1]
+        del above[conn]
+        if not above:
+            del buckets[n + 1]
+            if self._most == n + 1:
+                self._most = n  # it was the last at the top: ``conn`` is at the top now (or none is, at 0)
+        if n:
+            below = buckets.get(n)
+            if below is None:
+                buckets[n] = {conn: None}
+            else:
+                below[conn] = None
 
     def _insert(self, pull: HeldPull) -> None:
         pull.done = False
         self._held.setdefault(pull.key, {})[pull.id] = pull
-        self._by_conn.setdefault(pull.conn, {})[pull.id] = pull
+        by_conn = self._by_conn.setdefault(pull.conn, {})
+        by_conn[pull.id] = pull
+        self._one_more(pull.conn, len(by_conn))
         self.count += 1
         pull.entry = entry = [pull.deadline, next(self._seq), pull]
         heap = self._deadlines
@@ -245,8 +327,8 @@ class HoldService:
             if not pulls:
                 del self._held[pull.key]
         by_conn = self._by_conn.get(pull.conn)
-        if by_conn is not None:
-            by_conn.pop(pull.id, None)
+        if by_conn is not None and by_conn.pop(pull.id, None) is not None:
+            self._one_fewer(pull.conn, len(by_conn))
             if not by_conn:
                 del self._by_conn[pull.conn]
         if self.count == 0:  # nothing held: no entry and no alarm left behind

@@ -23,6 +23,7 @@ TOO_MANY_IN_FLIGHT = "too_many_in_flight"  # answered SYSTEM_BUSY
 REPLY_BUFFER_FULL = "reply_buffer_full"  # an answer the unread peer had no room for: SYSTEM_BUSY instead
 TRANSACTION_NOT_APPLIED = "transaction_not_applied"  # an END_TRANSACTION naming no matching half message
 ONEWAY_REFUSED = "oneway_refused"  # a one-way request answered other than SUCCESS: the client never reads it
+OVER_FAIR_SHARE = "over_fair_share"  # a held pull ended busy at maxHeldPulls: its connection held more than its share
 
 
 @dataclasses.dataclass

@@ -428,7 +428,8 @@ class LiveState:
             held.add_metric(list(key), value)
         yield held
         yield GaugeMetricFamily(
-            "rmqproxy_held_pulls_limit", "maxHeldPulls: past it pulls are answered at once instead of held.",
+            "rmqproxy_held_pulls_limit",
+            "maxHeldPulls: at it a pull is held only for a connection below its fair share.",
             value=self.holds.max_held,
         )  # fmt: skip
 

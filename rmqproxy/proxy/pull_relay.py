@@ -37,7 +37,8 @@ from codec.command import RemotingCommand
 from codec.errors import CodecError
 from codec.headers import PullMessageRequestHeader
 
-from ..core.hold import WAKE_DISCONNECT, WAKE_NONE, WAKE_UPSTREAM, HeldPull, always
+from ..core.hold import WAKE_DISCONNECT, WAKE_EVICTED, WAKE_NONE, WAKE_UPSTREAM, HeldPull, always
+from ..net.rejects import OVER_FAIR_SHARE
 from ..observe.pull_events import PullEvent, suspend_ms
 from ..net.transport import Connection
 from .nodes import Node
@@ -254,7 +255,8 @@ class PullRelay:
 
     def _deadline(self, slot: Slot, pull: ClientPull, wake: str, final: bool) -> bool:
         """The hold service ended ``pull``: its deadline (answer PULL_NOT_FOUND), the proxy's
-        shutdown (the same), or its client's disconnect (nobody to answer)."""
+        shutdown (the same), its client's disconnect (nobody to answer), or its giving way at
+        ``maxHeldPulls`` (SYSTEM_BUSY; the broker's answer, if it brings messages, is kept)."""
         if pull.answered:
             return True
         live = slot.live
@@ -264,6 +266,12 @@ class PullRelay:
         if wake == WAKE_DISCONNECT:
             pull.answered = True
             self._emit(pull, None, wake, pull.arrived)
+            return True
+        if wake == WAKE_EVICTED:
+            busy = pull.request.response(ResponseCode.SYSTEM_BUSY, self.shared.holds.eviction_remark)
+            self.shared.rejected(OVER_FAIR_SHARE, "a held pull from {conn} answered SYSTEM_BUSY: {remark}",
+                                 conn=self.session.client.remote, remark=busy.remark)  # fmt: skip
+            self._finish(pull, busy, wake, None)
             return True
         header = pull.header
         offset = header.queue_offset

@@ -86,7 +86,8 @@ class ProxyServer:
         self.stash = StashBudget()  # late upstream answers kept for their clients' next pulls
         self.relaying = Relaying(clock=reactor, dialer=self.dialer, timeout_s=self.timeout_s, holds=self.holds,
                                  max_suspend_s=config.max_pull_suspend_ms / 1000, stash=self.stash,
-                                 handoff=self.handoff, answered=self.answered, pulled=self.pulled)  # fmt: skip
+                                 handoff=self.handoff, answered=self.answered, pulled=self.pulled,
+                                 rejected=runtime.rejections)  # fmt: skip
         self.sessions: dict[Connection, BrokerSession] = {}
 
     # --- start and stop ---------------------------------------------------------------------

@@ -55,3 +55,4 @@ class Relaying:
     handoff: LockHandoff
     answered: Callable[[Node, int, int, float], None]  # (node, request code, response code, elapsed ms)
     pulled: Callable[[Node, PullEvent], None]  # a client pull was answered
+    rejected: Callable[..., None]  # counts a refusal by reason (``rejects.Rejections``)

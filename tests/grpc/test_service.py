@@ -293,6 +293,42 @@ def test_a_connection_past_its_share_of_waiting_receives_is_told_to_slow_down(tm
         server.stop()
 
 
+def test_a_held_receive_gives_way_at_max_held_pulls_with_too_many_requests(tmp_path: Path) -> None:
+    """Issue 40: a connection holding every held pull gives way to a pull of one below its fair share:
+    its newest waiting receive is answered TOO_MANY_REQUESTS (a 5.x client backs off on it) saying
+    why, and counted as an ``over_fair_share`` rejection and an ``evicted`` wake."""
+    from codec.codes import PullSysFlag
+    from codec.codes import ResponseCode as R
+    from tests.server.harness import Client
+
+    server, reactor, client = make_grpc_server(tmp_path, max_held_pulls=2)
+    try:
+        server.topics.ensure(TOPIC, 2)
+        first = client.receive_start(_receive_request(wait_s=5.0), timeout=30)
+        _held(server, reactor)
+        newest = client.receive_start(_receive_request(wait_s=5.0), timeout=30)
+        _held(server, reactor, 2)
+        other = Client(server, "other@1")
+        opaque = other.pull_message(TOPIC, 0, sys_flag=PullSysFlag.SUSPEND, suspend_timeout_millis=2000)
+        assert other.answer(opaque) is None and server.holds.count == 2
+        status = _status(client.pump(newest))
+        assert status.code == pb.TOO_MANY_REQUESTS
+        assert "maxHeldPulls 2" in status.message and "fair share of 1" in status.message
+        assert not first.done()
+        reactor.run_thread_calls(timeout=0.1)  # the rejection is counted on the reactor
+        assert server.rejections.counts == {"over_fair_share": 1} and server.holds.wakeups == {"evicted": 1}
+        labels = {"topic": TOPIC, "consumer_group": "G", "wake": "evicted"}
+        assert server.registry.get_sample_value("rmqproxy_hold_wakeups_total", labels) == 1
+        assert server.pops.waiting() == 1
+        reactor.advance(2.0)
+        assert other.answer(opaque).code == R.PULL_NOT_FOUND
+        reactor.advance(3.0)
+        assert _status(client.pump(first)).code == pb.MESSAGE_NOT_FOUND
+    finally:
+        client.close()
+        server.stop()
+
+
 def test_without_a_long_polling_timeout_a_receive_waits_its_deadline_less_its_request_timeout(served) -> None:
     """The Go client sends no long_polling_timeout: its deadline is await + its settings' request timeout."""
     server, reactor, client = served

@@ -157,3 +157,25 @@ def test_an_upstream_not_found_close_to_the_deadline_is_not_asked_again(setup) -
     assert client.answer(opaque).code == ResponseCode.PULL_NOT_FOUND and events[-1].hold_ms == 5000.0
     retry = client.send(PULL, **pull_fields(suspend_ms=5000))
     assert client.answer(retry) is None and len(client.broker.requests(PULL)) == 2  # a fresh one for the retry
+
+
+def test_at_max_held_pulls_the_hog_gives_way_busy_and_its_late_answer_is_kept(tmp_path) -> None:
+    """Issue 40 through the proxy: another connection's pull is held at ``maxHeldPulls``; the hog's
+    newest is answered SYSTEM_BUSY saying why, and what its broker pull brings later is not lost."""
+    proxy, reactor, events = make_proxy(tmp_path, max_held_pulls=2)
+    node = Node("broker-a", 0, "10.1.0.1:10911", 10911, "127.0.0.1:10911")
+    hog, other = ProxyClient(proxy, reactor, node, "hog@1"), ProxyClient(proxy, reactor, node, "other@1")
+    held = [hog.send(PULL, **pull_fields(queue_id=q)) for q in (0, 1)]
+    opaque = other.send(PULL, **pull_fields(suspend_ms=2000))
+    assert other.answer(opaque) is None and proxy.holds.count == 2
+    busy = hog.answer(held[1])
+    assert busy.code == ResponseCode.SYSTEM_BUSY and "fair share of 1" in busy.remark
+    assert hog.answer(held[0]) is None
+    assert (events[-1].code, events[-1].wake, events[-1].held) == ("SYSTEM_BUSY", "evicted", True)
+    assert proxy.runtime.rejections.counts == {"over_fair_share": 1}
+    upstream = [r for r in hog.broker.requests(PULL) if r.ext_fields["queueId"] == "1"][0]
+    hog.broker.answer(upstream, ResponseCode.SUCCESS, FOUND_EXT, BODY)  # after its client was answered busy
+    again = hog.send(PULL, **pull_fields(queue_id=1))
+    assert hog.answer(again).body == BODY
+    reactor.advance(2.0)
+    assert other.answer(opaque).code == ResponseCode.PULL_NOT_FOUND

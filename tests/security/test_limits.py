@@ -37,6 +37,47 @@ def test_one_connection_cannot_take_every_held_pull(servers, tmp_path) -> None:
     assert other.answer(opaque).code == R.PULL_NOT_FOUND
 
 
+def test_at_max_held_pulls_another_connections_long_poll_is_held_and_the_hog_gives_way(servers, tmp_path) -> None:
+    """Issue 40: one connection holding every held pull no longer turns another client's long poll
+    into an answer after a millisecond; the hog's newest held pull is answered SYSTEM_BUSY instead,
+    which a Java client answers by backing off, and that is counted as a rejection and a wake."""
+    server, reactor = servers(tmp_path, max_held_pulls=4)
+    hog, other = Client(server, "hog@1"), Client(server, "other@1")
+    hog.send_message("T")
+    held = [hog.pull_message("T", 1, sys_flag=SUSPEND, suspend_timeout_millis=15000) for _ in range(4)]
+    assert all(hog.answer(o) is None for o in held) and server.holds.count == 4
+    reactor.advance(0.001)
+    opaque = other.pull_message("T", 1, sys_flag=SUSPEND, suspend_timeout_millis=2000)
+    assert other.answer(opaque) is None and server.holds.count == 4
+    busy = hog.answer(held[-1])
+    assert busy is not None and busy.code == R.SYSTEM_BUSY
+    assert "maxHeldPulls 4" in busy.remark and "fair share of 2" in busy.remark
+    assert "this connection holds 4" in busy.remark
+    assert all(hog.answer(o) is None for o in held[:-1])
+    reactor.advance(1.999)
+    assert other.answer(opaque) is None
+    reactor.advance(0.001)
+    assert other.answer(opaque).code == R.PULL_NOT_FOUND
+    assert server.rejections.counts == {"over_fair_share": 1}
+    assert server.holds.wakeups == {"evicted": 1, "timeout": 1}
+    sample = server.registry.get_sample_value
+    labels = {"topic": "T", "consumer_group": "cg"}
+    assert sample("rmqproxy_rejected_requests_total", {"reason": "over_fair_share"}) == 1
+    assert sample("rmqproxy_hold_wakeups_total", {**labels, "wake": "evicted"}) == 1
+    assert sample("rmqproxy_pull_latency_seconds_count", {**labels, "code": "SYSTEM_BUSY", "held": "true"}) == 1
+
+
+def test_a_hog_alone_at_max_held_pulls_gets_its_next_pull_answered_at_once(servers, tmp_path) -> None:
+    server, reactor = servers(tmp_path, max_held_pulls=3)
+    hog = Client(server, "hog@1")
+    hog.send_message("T")
+    held = [hog.pull_message("T", 1, sys_flag=SUSPEND, suspend_timeout_millis=15000) for _ in range(3)]
+    answer = hog.answer(hog.pull_message("T", 1, sys_flag=SUSPEND, suspend_timeout_millis=15000))
+    assert answer is not None and answer.code == R.PULL_NOT_FOUND  # as before: its fair share is the whole cap
+    assert all(hog.answer(o) is None for o in held) and server.holds.count == 3
+    assert not server.rejections.counts and "evicted" not in server.holds.wakeups
+
+
 def test_the_hold_a_pull_asks_for_is_cut_to_the_cap(servers, tmp_path) -> None:
     server, reactor = servers(tmp_path, max_pull_suspend_ms=30_000)
     client = Client(server)

@@ -25,10 +25,12 @@ from codec.message import HostPort, Message, decode_message
 from ...core.config import Config
 from ...core.delay_levels import parse_levels
 from ...core.hold import WAKE_NONE
+from ...net.rejects import OVER_FAIR_SHARE
 from ...observe.pull_events import PullEvent
 from ..clients import ClientInfo, ClientRegistry
 from ..permission import BrokerPermission
-from ..pop import ANY_QUEUE, ConnectionFull, InvisibleFull, PopService, ReceiptRefused, Receive, Received, connection_key
+from ..pop import (ANY_QUEUE, ConnectionFull, GaveWay, InvisibleFull, PopService, ReceiptRefused, Receive, Received,
+                   connection_key)
 from ..processors.send import when_stored
 from ..sql92 import SelectorError, SqlFilter
 from ..store import MessageStore, PutResult, PutStatus, TagFilter
@@ -435,6 +437,9 @@ class GrpcBroker:
             self._waiting.pop(token, None)
             if failure.check(InvisibleFull):
                 raise Refused(Code.TOO_MANY_REQUESTS, str(failure.value))
+            if failure.check(GaveWay):  # the client backs off on TOO_MANY_REQUESTS, as a Java client on SYSTEM_BUSY
+                self._emit(client_id, remote, receive, arrived, wait_s, failure.value.received, code="TOO_MANY_REQUESTS")
+                raise Refused(Code.TOO_MANY_REQUESTS, str(failure.value), reason=OVER_FAIR_SHARE)
             return failure
 
         return pending.addCallbacks(measured, refused)
@@ -449,8 +454,10 @@ class GrpcBroker:
         """Messages delivered to a receive whose client had gone: visible again soon."""
         self.pops.give_back(group, topic, [d.handle for d in received.deliveries])
 
-    def _emit(self, client_id: str, remote: str, receive: Receive, arrived: float, wait_s: float, received: Received) -> None:
-        """One pull event per queue a receive served (one for the topic, queue -1, when it served none)."""
+    def _emit(self, client_id: str, remote: str, receive: Receive, arrived: float, wait_s: float, received: Received,
+              code: str = "MESSAGE_NOT_FOUND") -> None:  # fmt: skip
+        """One pull event per queue a receive served (one for the topic, queue -1, with ``code``,
+        when it served none)."""
         if not self.listeners:
             return
         by_queue: dict[int, list[Any]] = {}
@@ -466,7 +473,7 @@ class GrpcBroker:
                       wake=received.wake if held else WAKE_NONE, mode="long", protocol="grpc")  # fmt: skip
         events = []
         if not by_queue:
-            events.append(PullEvent(queue_id=ANY_QUEUE, offset=0, code="MESSAGE_NOT_FOUND", msgs=0, bytes=0,
+            events.append(PullEvent(queue_id=ANY_QUEUE, offset=0, code=code, msgs=0, bytes=0,
                                     next_offset=0, max_offset=0, **common))  # fmt: skip
         for queue_id, deliveries in sorted(by_queue.items()):
             offsets = [d.message.queue_offset for d in deliveries]

@@ -27,7 +27,8 @@ from codec.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from ..clients import ClientRegistry
 from ...core.config import Config
 from ...net.dispatch import Route
-from ...core.hold import WAKE_DISCONNECT, WAKE_NONE, HeldPull, HoldService, always
+from ...core.hold import WAKE_DISCONNECT, WAKE_EVICTED, WAKE_NONE, HeldPull, HoldService, always
+from ...net.rejects import OVER_FAIR_SHARE
 from ..permission import BrokerPermission
 from ...observe.pull_events import PullEvent
 from ..sql92 import SelectorError, SqlFilter
@@ -93,8 +94,10 @@ class PullProcessor:
         permission: BrokerPermission | None = None,
         *,
         groups: SubscriptionGroupTable,
+        on_reject: Callable[..., Any] | None = None,
     ) -> None:
         self.config = config
+        self.on_reject = on_reject  # counts a held pull ended busy at maxHeldPulls (``rejects.Rejections``)
         self.permission = permission  # brokerPermission without READ refuses every pull
         self.groups = groups
         self.store = store
@@ -257,6 +260,14 @@ class PullProcessor:
             woke = self.clock.seconds()
             if wake == WAKE_DISCONNECT:
                 self._emit(pull, started, woke, wake, None)
+                return True
+            if wake == WAKE_EVICTED:  # gave way at maxHeldPulls: SYSTEM_BUSY, and the client backs off
+                busy = pull.request.response(ResponseCode.SYSTEM_BUSY, self.holds.eviction_remark)
+                if self.on_reject is not None:
+                    self.on_reject(OVER_FAIR_SHARE, "a held pull of {group} from {conn} answered SYSTEM_BUSY: {remark}",
+                                   group=header.consumer_group, conn=pull.conn.remote, remark=busy.remark)  # fmt: skip
+                self._emit(pull, started, woke, wake, busy)
+                d.callback(busy)
                 return True
             refused = self._refusal(pull)
             if refused is not None:
