@@ -12,6 +12,7 @@ import click
 
 from . import __version__
 from .observe import rollup
+from .core.clocks import monotonic_reactor
 from .core.config import SETTINGS, load
 
 
@@ -68,6 +69,7 @@ def _run(server_class, conf_file: Path | None, overrides: dict) -> None:
     from twisted.internet import reactor
     from twisted.logger import globalLogBeginner, textFileLogObserver
 
+    monotonic_reactor(reactor)  # before anything is scheduled: every relative wait on the monotonic clock
     try:
         config = load(conf_file, overrides)
         server = server_class(config, reactor)

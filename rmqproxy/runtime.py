@@ -10,6 +10,7 @@ in the order that lets every client get its last answers (docs/architecture.md).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from types import SimpleNamespace
 from typing import Any
@@ -21,7 +22,8 @@ from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from twisted.web.server import Site
 
-from .core.alarm import Deadlines, precise_alarm
+from .core.alarm import Alarm, Deadlines, precise_alarm, wall_alarm
+from .core.clocks import Wall
 from .core.config import Config
 from .observe.exposition import MetricsResource
 from .core.hold import HoldService
@@ -51,15 +53,17 @@ NO_HOOKS = SimpleNamespace(on_flush=_ignore, on_put=_ignore, on_pull=_ignore, on
 class Runtime:
     """The shared parts of one server process (see the module docstring)."""
 
-    def __init__(self, config: Config, reactor: Any, *, node_id: str, broker_label: bool = False) -> None:
+    def __init__(self, config: Config, reactor: Any, *, node_id: str, broker_label: bool = False,
+                 wall: Wall = time.time) -> None:  # fmt: skip
         self.config = config
         self.reactor = reactor
+        self.wall = wall  # absolute times; every relative wait is on the reactor's (monotonic) clock
         disable_created_metrics()  # RocketMQ and rocketmq-exporter export no *_created series
         self.registry = CollectorRegistry()
         self.metrics = Metrics(self.registry, cluster=config.cluster_name, node_id=node_id, broker_label=broker_label)
         self.hooks: Any = self.metrics if config.metrics_enabled else NO_HOOKS
         self.rejections = Rejections(reactor.seconds)
-        # every deadline alarm (held pulls, timer messages), in sight of the connections
+        # every deadline alarm on the reactor's clock (held pulls), in sight of the connections
         self.deadlines = Deadlines(reactor.seconds, lambda fire: precise_alarm(reactor, fire))
         self.holds = HoldService(reactor, config.max_held_pulls, config.max_held_pulls_per_connection,
                                  alarm=self.deadlines.alarm)  # fmt: skip
@@ -70,6 +74,11 @@ class Runtime:
         self.loops: dict[Callable[[], Any], task.LoopingCall] = {}  # periodic function -> its loop
         self.stopped = False  # ``stop`` has run
         self._all_closed: defer.Deferred | None = None
+
+    def wall_alarm(self, fire: Callable[[], None]) -> Alarm:
+        """An alarm at a wall-clock time (timer and delay messages, pop invisibility: due at
+        absolute times, as the reference's), which follows a wall-clock step."""
+        return wall_alarm(self.reactor, self.wall, fire)
 
     def watch(self, **tables: Any) -> None:
         """Export the live tables (held pulls, the pull log, rejections, and the root's ``tables``)

@@ -1,7 +1,8 @@
 """The broker's own statistics, as a 4.9 broker keeps them for mqadmin (docs/operations.md, Statistics).
 
 Two tables, both fed by the hooks that feed the Prometheus metrics (``on_put``, ``on_pull``,
-``on_send_back``) and sampled by the server's periodic tasks on the injected clock:
+``on_send_back``) and sampled by the server's periodic tasks; samples are stamped on the injected
+wall clock (as the reference's, and local midnight is a wall-clock time):
 
 - Stats items (the reference's ``BrokerStatsManager``/``StatsItem``): per item name and key a
   running ``value`` and ``times``, sampled every 10 s (the last 7 samples: the minute window),
@@ -34,6 +35,8 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from twisted.logger import Logger
+
+from ..core.clocks import Wall
 
 from .store.puttimes import PERIOD_S as PUT_TIMES_PERIOD_S
 
@@ -155,9 +158,9 @@ class BrokerStats:
     """The stats items and the store throughput samples of one broker (see the module doc)."""
 
     def __init__(
-        self, *, cluster: str, clock: Any, store: Any, max_keys: int = 10_000,
+        self, *, cluster: str, wall: Wall, store: Any, max_keys: int = 10_000,
     ) -> None:  # fmt: skip
-        self.clock = clock  # the reactor (or task.Clock): seconds() and callLater()
+        self.wall = wall  # sample times and midnights: wall-clock epoch seconds
         self.cluster = cluster
         self.max_keys = max_keys
         self.store = store  # its put_count, get_count (messages stored and pulled since start), put_times
@@ -175,7 +178,7 @@ class BrokerStats:
         self.store_samples: deque[tuple[int, int, int, int, int]] = deque(maxlen=STORE_SAMPLES)
         self.put_today_morning = self.put_yesterday_morning = 0
         self.get_today_morning = self.get_yesterday_morning = 0
-        self._midnight = next_midnight(clock.seconds())  # when the day totals are next snapshot
+        self._midnight = next_midnight(wall())  # when the day totals are next snapshot
 
     # --- hooks (reactor thread) -------------------------------------------------------------
 
@@ -314,7 +317,7 @@ class BrokerStats:
                 (DAY[0], self.sample_day), (PUT_TIMES_PERIOD_S, self.store.put_times.rotate)]  # fmt: skip
 
     def _now_ms(self) -> int:
-        return int(self.clock.seconds() * 1000)
+        return int(self.wall() * 1000)
 
     def _sample(self, window: str, period: float) -> None:
         now_ms = self._now_ms()
@@ -332,7 +335,7 @@ class BrokerStats:
         self._sample("day", DAY[0])
 
     def sample_store(self) -> None:
-        now = self.clock.seconds()
+        now = self.wall()
         store = self.store
         self.store_samples.append((int(now * 1000), store.put_count, self.found, store.get_count, self.missed))
         if now >= self._midnight:

@@ -69,7 +69,8 @@ class ClientRegistry:
         return self._clients.get(conn)
 
     def silent_since(self, before_ms: int) -> list[Hashable]:
-        """Connections whose last heartbeat came before ``before_ms`` (epoch ms)."""
+        """Connections whose last heartbeat came before ``before_ms`` (reactor ms: monotonic, since
+        channel expiry is a relative wait)."""
         return [conn for conn, info in self._clients.items() if info.last_heartbeat_ms < before_ms]
 
     def heartbeat(self, conn: Hashable, info: ClientInfo, data: HeartbeatData) -> list[str]:

@@ -41,6 +41,7 @@ from twisted.logger import Logger
 
 from codec.message import Message, decode_messages
 
+from ..core.clocks import Wall
 from ..core.alarm import Alarm
 from ..core.hold import (WAKE_DISCONNECT, WAKE_EVICTED, WAKE_FULL, WAKE_NONE, WAKE_RETURNED, Arrival, HeldPull,
                          HoldService, always)
@@ -99,7 +100,7 @@ class InFlight:
     offset: int
     attempt: int  # deliveries so far: the delivery_attempt of its last delivery
     seq: int  # handle generation: only a receipt of the current one acts on it
-    visible_at: float  # reactor seconds when it is visible again
+    visible_at: float  # wall-clock epoch seconds when it is visible again
     renew_for: str = ""  # the client whose auto-renewing receive took it ("": not renewed)
     renew_until: float = 0.0  # when server renewals stop
 
@@ -164,11 +165,11 @@ class _GroupTopic:
 class PopService:
     """Pop state and receives for every group (see the module docstring)."""
 
-    def __init__(self, store: MessageStore, holds: HoldService, clock: Any, alarm: Callable[[Callable[[], None]], Alarm],
+    def __init__(self, store: MessageStore, holds: HoldService, wall: Wall, alarm: Callable[[Callable[[], None]], Alarm],
                  path: Path, *, max_in_flight: int, sync: bool = False) -> None:  # fmt: skip
         self.store = store
-        self.holds = holds
-        self.clock = clock
+        self.holds = holds  # a held receive waits on its clock, the reactor's (monotonic)
+        self.wall = wall  # visibility times: journaled, so wall-clock times that survive a restart
         self.path = path
         self.max_in_flight = max_in_flight
         self.sync = sync
@@ -320,7 +321,7 @@ class PopService:
         entry = gt.get(queue_id, offset) if gt is not None else None
         if entry is None or entry.seq != seq:
             raise ReceiptRefused("receipt handle is expired: the message was acked or delivered again", expired=True)
-        if entry.visible_at <= self.clock.seconds():
+        if entry.visible_at <= self.wall():
             raise ReceiptRefused("receipt handle is expired: its invisible duration is over", expired=True)
         return gt, entry
 
@@ -336,7 +337,7 @@ class PopService:
         """Deliver up to ``receive.batch`` messages now: first those of the group visible again,
         then new ones from the queues in turn; past ``max_attempts`` a message goes to the DLQ."""
         gt = self._group_topic(receive.group, receive.topic)
-        now = self.clock.seconds()
+        now = self.wall()
         out: list[Delivery] = []
         queues = list(queue_ids)
         if receive.fifo:
@@ -483,7 +484,7 @@ class PopService:
         that time (the old handle is stale from here on)."""
         gt, entry = self._entry(group, topic, handle)
         entry.seq = next(self._seq)
-        entry.visible_at = self.clock.seconds() + invisible_s
+        entry.visible_at = self.wall() + invisible_s
         entry.renew_for = ""
         self._moved(gt, entry)
         return self.handle(group, topic, entry), entry.visible_at
@@ -514,7 +515,7 @@ class PopService:
         when its connection holds its share already; a receive past ``maxHeldPulls`` is answered
         at once, empty, with wake ``full``, as a remoting pull is; ``GaveWay`` when, held, it
         gave way at ``maxHeldPulls`` to a connection below its fair share)."""
-        arrived = self.clock.seconds()
+        arrived = self.holds.clock.seconds()
         deliveries = self.take(receive, queues)
         if deliveries or deadline <= arrived:
             return defer.succeed(Received(deliveries, WAKE_NONE, None, arrived))
@@ -524,7 +525,7 @@ class PopService:
         d: defer.Deferred = defer.Deferred()
 
         def reread(wake: str, final: bool) -> bool:
-            now = self.clock.seconds()
+            now = self.holds.clock.seconds()
             if wake == WAKE_DISCONNECT:
                 self.unlist(receive.group, receive.topic, held)
                 d.callback(Received([], wake, arrived, now))
@@ -627,7 +628,7 @@ class PopService:
 
     def _visible_again(self) -> None:
         """The alarm: messages became visible; wake their groups' waiting receives."""
-        now = self.clock.seconds()
+        now = self.wall()
         returns = self._returns
         woken: set[tuple[str, str]] = set()
         while returns and returns[0][0] <= now:
@@ -645,7 +646,7 @@ class PopService:
         """Renew the auto-renewed messages due within ``RENEW_AHEAD_S`` whose client is online
         (for at most ``RENEW_MAX_S`` in all); those of clients gone return in
         ``RETURN_WHEN_GONE_S``. Returns how many changed."""
-        now = self.clock.seconds()
+        now = self.wall()
 
         def renewed(entry: InFlight) -> float | None:
             if entry.visible_at - now > RENEW_AHEAD_S:
@@ -658,7 +659,7 @@ class PopService:
 
     def client_gone(self, client_id: str) -> int:
         """A client's session ended: its auto-renewed messages return in ``RETURN_WHEN_GONE_S``."""
-        now = self.clock.seconds()
+        now = self.wall()
         return self._move_renewed(lambda entry: min(entry.visible_at, now + RETURN_WHEN_GONE_S),
                                   lambda entry: entry.renew_for == client_id)  # fmt: skip
 
@@ -666,7 +667,7 @@ class PopService:
         """Move the visibility of the auto-renewed messages ``which`` picks to ``when(entry)``
         (None: leave it); a message that will not be renewed again stops being renewed."""
         changed = 0
-        now = self.clock.seconds()
+        now = self.wall()
         for gt in self._state.values():
             for queue in gt.in_flight.values():
                 for entry in queue.values():

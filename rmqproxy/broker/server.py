@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 from twisted.internet import defer
@@ -16,6 +17,7 @@ from .acl import AccessControl
 from .brokerstats import BrokerStats
 from .clients import ClientRegistry
 from .clientstats import ClientStats
+from ..core.clocks import Wall
 from ..core.config import FLUSH_SYNC, Config
 from .delay_delivery import DelayedDelivery
 from ..net.dispatch import Dispatcher, Route
@@ -83,10 +85,11 @@ class _Factory(Factory):
 class Server:
     """``rmqproxy serve``: the name server and the broker on the embedded store."""
 
-    def __init__(self, config: Config, reactor: Any) -> None:
+    def __init__(self, config: Config, reactor: Any, wall: Wall = time.time) -> None:
         self.config = config
-        self.reactor = reactor
-        self.runtime = runtime = Runtime(config, reactor, node_id=config.broker_name)
+        self.reactor = reactor  # its clock is monotonic (``core.clocks``): every relative wait
+        self.wall = wall  # absolute times: store and born timestamps, timer and delay due times, pop visibility
+        self.runtime = runtime = Runtime(config, reactor, node_id=config.broker_name, wall=wall)
         # the shared parts, by the names the processors and tests know them by
         self.registry, self.metrics, self.rejections = runtime.registry, runtime.metrics, runtime.rejections
         self.deadlines, self.holds, self.pull_log = runtime.deadlines, runtime.holds, runtime.pull_log
@@ -106,12 +109,12 @@ class Server:
     def _build_store(self) -> None:
         """The store, and what wakes on its arrivals: held pulls, delay levels, timer messages."""
         config, reactor = self.config, self.reactor
-        self.store = MessageStore(config.store_dir, StoreConfig.of(config), clock=reactor.seconds,
+        self.store = MessageStore(config.store_dir, StoreConfig.of(config), clock=self.wall,
                                   post=reactor.callFromThread, on_flush=self.runtime.hooks.on_flush)  # fmt: skip
         self.store.add_arrival_listener(self.holds.arrived)
-        self.delayed = DelayedDelivery(self.store, reactor)
+        self.delayed = DelayedDelivery(self.store, self.wall, self.runtime.wall_alarm)
         self.store.add_arrival_listener(self.delayed.arrived)
-        self.timers = TimerService(self.store, reactor.seconds, self.deadlines.alarm)
+        self.timers = TimerService(self.store, self.wall, self.runtime.wall_alarm)
         self.store.add_arrival_listener(self.timers.arrived)
 
     def _build_tables(self) -> None:
@@ -121,7 +124,7 @@ class Server:
                                  auto_create=config.auto_create_topic, default_queues=config.default_topic_queue_nums)  # fmt: skip
         self.groups = SubscriptionGroupTable(conf_dir / "subscriptionGroup.json", auto_create=config.auto_create_group,
                                              max_groups=config.max_subscription_groups,
-                                             max_retry_queues=config.max_topic_queue_nums, clock=self.reactor.seconds)  # fmt: skip
+                                             max_retry_queues=config.max_topic_queue_nums, clock=self.wall)  # fmt: skip
         self.clients = ClientRegistry()
         # brokerPermission: one object, switched by wipeWritePerm/addWritePerm, read by routes,
         # sends and pulls (UPDATE_BROKER_CONFIG refuses the key, pointing at those: config_updates.py)
@@ -134,9 +137,9 @@ class Server:
         settings = TransactionSettings(config.transaction_timeout_ms, config.transaction_check_interval_ms,
                                        config.transaction_check_max)  # fmt: skip
         self.transactions = TransactionService(self.store, self.topics, self.clients, settings,
-                                               self.store.config.store_host, reactor.seconds)  # fmt: skip
+                                               self.store.config.store_host, self.wall)  # fmt: skip
         # the broker's own statistics (mqadmin statsAll, brokerStatus): kept whatever metricsExporterType says
-        self.broker_stats = BrokerStats(cluster=config.cluster_name, clock=reactor, store=self.store,
+        self.broker_stats = BrokerStats(cluster=config.cluster_name, wall=self.wall, store=self.store,
                                         max_keys=config.max_stats_keys)  # fmt: skip
         self.consumers = ConsumerProcessor(self.store, self.topics, self.clients, reactor, groups=self.groups)
         self.locks = LockManager(reactor, max_live_s=config.lock_max_live_ms / 1000,
@@ -145,13 +148,13 @@ class Server:
         self.consumers.on_unregister = self.locks.client_unregistered
         self.client_stats = ClientStats(self.clients, self.metrics)
         self.runtime_config = RuntimeConfig(config, self.config_changed)
-        self.pops = PopService(self.store, self.holds, reactor, self.deadlines.alarm, config.store_dir / "pop",
+        self.pops = PopService(self.store, self.holds, self.wall, self.runtime.wall_alarm, config.store_dir / "pop",
                                max_in_flight=config.max_invisible_messages, sync=config.flush_disk_type == FLUSH_SYNC)  # fmt: skip
         self.pops.on_dlq = self._dead_letter
         self.store.add_arrival_listener(self.pops.arrived)
         self.grpc_front: GrpcFront | None = None
         self.grpc = GrpcBroker(config, self.store, self.topics, self.groups, self.clients, self.transactions, self.pops,
-                               clock=reactor, permission=self.permission,
+                               clock=reactor, wall=self.wall, permission=self.permission,
                                on_put=_put_hooks(self.runtime.hooks.on_put, self.broker_stats.on_put),
                                listeners=[self.pull_log, self.runtime.hooks.on_pull, self.broker_stats.on_pull],
                                grpc_port=lambda: self.grpc_front.bound_port if self.grpc_front else config.grpc_server_port)  # fmt: skip
@@ -168,7 +171,7 @@ class Server:
                              transactions=self.transactions, permission=self.permission, groups=self.groups)  # fmt: skip
         self.pulls = PullProcessor(config, store, topics, clients, self.holds, self.reactor,
                                    listeners=[self.pull_log, hooks.on_pull, self.broker_stats.on_pull],
-                                   permission=self.permission, groups=self.groups,
+                                   permission=self.permission, groups=self.groups, wall=self.wall,
                                    on_reject=self.rejections)  # fmt: skip
         processors = [
             NameServer(config, topics, self.permission, self.kv, groups=self.groups), send, self.pulls, self.consumers,

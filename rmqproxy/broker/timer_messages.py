@@ -7,8 +7,10 @@ already past is delivered at once). ``TimerService.park`` turns a timer message 
 ``rmq_sys_wheel_timer`` queue 0, with its real topic and queue in ``REAL_TOPIC``/``REAL_QID`` and
 its delivery time in ``TIMER_OUT_MS``, which is also its consume-queue tags code.
 
-The service keeps pending timers in a heap of (delivery time, queue offset) under one alarm (a
-timerfd under a real reactor: to the millisecond, where the reference's wheel works in 1 s slots)
+The service keeps pending timers in a heap of (delivery time, queue offset) under one alarm at
+wall-clock times (``core.alarm.wall_alarm``: a ``CLOCK_REALTIME`` timerfd under a real reactor, to
+the millisecond, where the reference's wheel works in 1 s slots). Delivery times are absolute, so
+they follow the wall clock as the reference's do: a step forward delivers what it made due.
 and puts each into its real topic when due, with ``TIMER_ENQUEUE_MS`` and ``TIMER_DEQUEUE_MS``
 added. The heap holds at most ``capacity`` timers; past that it keeps the earliest half and reads
 the rest back from the consume queue when it runs dry. Progress is the offset of the earliest
@@ -27,6 +29,7 @@ from twisted.logger import Logger
 from codec.message import Message, decode_message
 
 from ..core.alarm import Alarm
+from ..core.clocks import Wall
 from .store import Arrival, MessageStore
 from ..core.delay_levels import TIMER_TOPIC
 
@@ -85,12 +88,12 @@ class TimerService:
     def __init__(
         self,
         store: MessageStore,
-        clock: Callable[[], float],
+        wall: Wall,
         alarm: Callable[[Callable[[], None]], Alarm],
         capacity: int = DEFAULT_CAPACITY,
     ) -> None:
         self.store = store
-        self.clock = clock
+        self.wall = wall
         self._make_alarm = alarm
         self._alarm: Alarm | None = None
         self.capacity = capacity
@@ -168,7 +171,7 @@ class TimerService:
     def _load(self, start: int, after_ms: int | None, recovering: bool = False) -> None:
         """Read the timers of the queue from ``start`` (those due after ``after_ms``, if given);
         on ``recovering``, those already due are delivered unless their copy was."""
-        now_ms = int(self.clock() * 1000)
+        now_ms = int(self.wall() * 1000)
         due = []
         for offset, due_ms in self.store.tags_codes(TIMER_TOPIC, 0, start):
             if after_ms is not None and due_ms <= after_ms:
@@ -211,7 +214,7 @@ class TimerService:
 
     def _fire(self) -> None:
         """Deliver every timer that is due, then set the alarm for the next."""
-        now_ms = int(self.clock() * 1000)
+        now_ms = int(self.wall() * 1000)
         delivered = False
         while self._due and self._due[0][0] <= now_ms:
             _due_ms, offset = heapq.heappop(self._due)

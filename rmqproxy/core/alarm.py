@@ -1,11 +1,17 @@
-"""One-shot alarms at an absolute reactor time, for the hold service's deadlines.
+"""One-shot alarms at an absolute time: the reactor's (monotonic) for deadlines, the wall clock's for due times.
 
 A Twisted reactor sleeps in ``epoll``, and Python rounds that sleep up to whole milliseconds, so a
 ``callLater`` runs up to 1 ms after its time even on an idle server. On Linux a timerfd armed at
-the absolute ``CLOCK_REALTIME`` time (the reactor's clock is ``time.time``) wakes the poll at the
-deadline itself. ``ClockAlarm`` is the portable one on ``callLater``; it is also what tests use,
-on ``task.Clock``. ``Deadlines`` keeps a server's alarms in sight of its connections, which fire a
-due one between the frames of a read rather than after it.
+the absolute ``CLOCK_MONOTONIC`` time (the reactor's clock is ``time.monotonic``:
+``core.clocks``) wakes the poll at the deadline itself, and a wall-clock step moves it not at all.
+``ClockAlarm`` is the portable one on ``callLater``; it is also what tests use, on ``task.Clock``.
+``Deadlines`` keeps a server's alarms in sight of its connections, which fire a due one between
+the frames of a read rather than after it.
+
+Timer and delay messages and pop invisibility are due at wall-clock times (persisted, as the
+reference's), so their alarms follow the wall clock: ``wall_alarm`` is a ``CLOCK_REALTIME``
+timerfd (a step forward fires it at once, a step back delays it), or ``WallAlarm``, which waits on
+the reactor at most ``WALL_RECHECK_S`` at a time and fires once the wall clock has reached its time.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import ctypes
 import ctypes.util
 import math
 import os
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -23,6 +30,7 @@ from twisted.logger import Logger
 log = Logger()
 
 _CLOCK_REALTIME = 0
+_CLOCK_MONOTONIC = 1
 _TFD_CLOEXEC = 0o2000000
 _TFD_NONBLOCK = 0o4000
 _TFD_TIMER_ABSTIME = 1
@@ -60,6 +68,47 @@ class ClockAlarm:
         self.set(None)
 
 
+#: How long a ``WallAlarm`` waits on the reactor before it reads the wall clock again: how late a
+#: wall-clock step forward may deliver what it made due (the reference's timer wheel ticks each 1 s).
+WALL_RECHECK_S = 1.0
+
+
+class WallAlarm:
+    """An alarm at a wall-clock time on ``callLater``: it waits at most ``WALL_RECHECK_S`` at a
+    time, so a wall-clock step either way moves it as it moves the time it waits for."""
+
+    def __init__(self, clock: IReactorTime, wall: Callable[[], float], fire: Callable[[], None]) -> None:
+        self.clock = clock
+        self.wall = wall
+        self.fire = fire
+        self._when: float | None = None
+        self._call: IDelayedCall | None = None
+
+    def set(self, when: float | None) -> None:
+        if when == self._when and self._call is not None and self._call.active():
+            return
+        if self._call is not None and self._call.active():
+            self._call.cancel()
+        self._when = when
+        self._call = None
+        if when is not None:
+            self._call = self.clock.callLater(min(max(0.0, when - self.wall()), WALL_RECHECK_S), self._woke)
+
+    def _woke(self) -> None:
+        self._call = None
+        when = self._when
+        if when is None:
+            return
+        if self.wall() < when:
+            self.set(when)
+            return
+        self._when = None
+        self.fire()
+
+    def close(self) -> None:
+        self.set(None)
+
+
 class _Timespec(ctypes.Structure):
     _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
 
@@ -84,12 +133,14 @@ _LIBC = _libc()
 
 class TimerfdAlarm:
     """An alarm on a Linux timerfd the reactor reads: it wakes the reactor's poll at ``when``
-    itself, to the microsecond, where a ``callLater`` waits for the next whole millisecond."""
+    itself, to the microsecond, where a ``callLater`` waits for the next whole millisecond.
+    ``wall`` arms it on ``CLOCK_REALTIME`` (``time.time``), else on ``CLOCK_MONOTONIC`` (the reactor's)."""
 
-    def __init__(self, reactor: IReactorFDSet, fire: Callable[[], None]) -> None:
+    def __init__(self, reactor: IReactorFDSet, fire: Callable[[], None], *, wall: bool = False) -> None:
         if _LIBC is None:
             raise OSError("timerfd is not available")
-        fd = _LIBC.timerfd_create(_CLOCK_REALTIME, _TFD_NONBLOCK | _TFD_CLOEXEC)
+        self.wall = wall
+        fd = _LIBC.timerfd_create(_CLOCK_REALTIME if wall else _CLOCK_MONOTONIC, _TFD_NONBLOCK | _TFD_CLOEXEC)
         if fd < 0:
             errno = ctypes.get_errno()
             raise OSError(errno, os.strerror(errno))
@@ -107,7 +158,7 @@ class TimerfdAlarm:
         value = self._spec.it_value
         if when is None:
             value.tv_sec = value.tv_nsec = 0  # all zero disarms
-        else:  # rounded up, so the reactor's clock has reached ``when`` once the timer fires
+        else:  # rounded up, so the clock has reached ``when`` once the timer fires
             seconds = math.floor(when)
             value.tv_sec = seconds
             value.tv_nsec = max(1, min(999_999_999, math.ceil((when - seconds) * 1e9)))
@@ -128,7 +179,7 @@ class TimerfdAlarm:
         return self.fd
 
     def logPrefix(self) -> str:
-        return "hold-alarm"
+        return "wall-alarm" if self.wall else "hold-alarm"
 
     def connectionLost(self, reason: Any) -> None:
         self.close()
@@ -142,14 +193,25 @@ class TimerfdAlarm:
 
 
 def precise_alarm(reactor: Any, fire: Callable[[], None]) -> Alarm:
-    """The most precise alarm ``reactor`` supports: a timerfd on Linux with a real reactor, else
-    ``callLater`` (logged once, since holds then end up to a millisecond late)."""
+    """The most precise alarm at a reactor time ``reactor`` supports: a timerfd on its clock on
+    Linux with a real reactor, else ``callLater`` (logged, since holds then end up to a millisecond late)."""
     if IReactorFDSet.providedBy(reactor) and _LIBC is not None:
         try:
-            return TimerfdAlarm(reactor, fire)
+            return TimerfdAlarm(reactor, fire, wall=getattr(reactor, "seconds", time.monotonic) is not time.monotonic)
         except OSError as exc:
             log.warn("hold deadlines fall back to the reactor's millisecond timers: {error}", error=exc)
     return ClockAlarm(reactor, fire)
+
+
+def wall_alarm(reactor: Any, wall: Callable[[], float], fire: Callable[[], None]) -> Alarm:
+    """An alarm at a wall-clock time: a ``CLOCK_REALTIME`` timerfd when ``wall`` is the machine's
+    (``time.time``) under a real reactor on Linux, else a ``WallAlarm`` reading ``wall``."""
+    if wall is time.time and IReactorFDSet.providedBy(reactor) and _LIBC is not None:
+        try:
+            return TimerfdAlarm(reactor, fire, wall=True)
+        except OSError as exc:
+            log.warn("wall-clock alarms fall back to the reactor's timers: {error}", error=exc)
+    return WallAlarm(reactor, wall, fire)
 
 
 class Deadlines:
@@ -221,4 +283,4 @@ class _Listed:
         self.board.forget(self)
 
 
-__all__ = ["Alarm", "ClockAlarm", "Deadlines", "TimerfdAlarm", "precise_alarm"]
+__all__ = ["Alarm", "ClockAlarm", "Deadlines", "TimerfdAlarm", "WallAlarm", "precise_alarm", "wall_alarm"]

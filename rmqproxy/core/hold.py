@@ -3,7 +3,9 @@
 RocketMQ's broker sweeps held pulls on a 5 s tick, so a 15 s hold ends after 15-20 s. Here the
 deadlines of held pulls sit in a heap, and one alarm (``rmqproxy.core.alarm``: a timerfd under a real
 reactor, to the microsecond) is set for the earliest; arrivals wake the pulls of their queue at
-once. Completion cases of a held pull, each ending it exactly once:
+once. Deadlines are times on the reactor's clock, which is monotonic (``core.clocks``): a
+wall-clock step ends no hold early or late. Completion cases of a held pull, each ending it
+exactly once:
 
 A. arrival: a message for its queue at or past its offset that its filter matches (tag hash, or an
    SQL92 selector over its properties); the

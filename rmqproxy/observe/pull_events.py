@@ -100,15 +100,16 @@ class PullEvent:
     instance: str = ""
 
     @classmethod
-    def of_pull(cls, header: Any, answer: RemotingCommand | None, *, arrived: float, done: float, held: bool,
-                hold_ms: float, wake: str, mode: str, client_id: str, remote: str) -> PullEvent:  # fmt: skip
+    def of_pull(cls, header: Any, answer: RemotingCommand | None, *, arrived: float, done: float, done_ms: int,
+                held: bool, hold_ms: float, wake: str, mode: str, client_id: str, remote: str) -> PullEvent:  # fmt: skip
         """The event of one pull, in either mode: ``header`` its typed request header, ``answer``
-        what the client got (None: nobody was left to answer), times in reactor seconds."""
+        what the client got (None: nobody was left to answer), ``arrived`` and ``done`` in reactor
+        (monotonic) seconds, ``done_ms`` the wall clock's epoch ms at ``done`` (the logged times)."""
         total_ms = (done - arrived) * 1000
         ext = answer.ext_fields if answer is not None and answer.ext_fields else {}
         found = answer is not None and answer.code == ResponseCode.SUCCESS
         return cls(
-            ts_ms=int(done * 1000), arrived_ms=int(arrived * 1000), group=header.consumer_group, topic=header.topic,
+            ts_ms=done_ms, arrived_ms=done_ms - round(total_ms), group=header.consumer_group, topic=header.topic,
             queue_id=header.queue_id, client_id=client_id, remote=remote, offset=header.queue_offset,
             max_msgs=header.max_msg_nums, suspend_ms=suspend_ms(header), held=held, hold_ms=round(hold_ms, 3),
             service_ms=round(total_ms - hold_ms, 3), total_ms=round(total_ms, 3), wake=wake, mode=mode,

@@ -324,7 +324,8 @@ class PullRelay:
         else:  # timeout, shutdown, disconnect: held by the proxy from arrival
             held = True
             hold_ms = min(total_ms, pull.suspend_ms) if wake != WAKE_DISCONNECT else total_ms
-        event = PullEvent.of_pull(pull.header, answer, arrived=pull.arrived, done=now, held=held, hold_ms=hold_ms,
+        event = PullEvent.of_pull(pull.header, answer, arrived=pull.arrived, done=now,
+                                  done_ms=int(self.shared.wall() * 1000), held=held, hold_ms=hold_ms,
                                   wake=wake, mode="long", client_id=self.session.client_id,
                                   remote=self.session.client.remote)  # fmt: skip
         self.shared.pulled(node, event)

@@ -11,6 +11,7 @@ docs/architecture.md, "Proxy mode", says why it is built this way.
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 from twisted.internet import defer
@@ -22,6 +23,7 @@ from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
 from codec.errors import CodecError
 
+from ..core.clocks import Wall
 from ..core.config import SETTINGS, Config
 from ..observe.pull_events import PullEvent
 from ..runtime import Runtime
@@ -63,7 +65,7 @@ class _ConnectionFactory(Factory):
 class ProxyServer:
     """``rmqproxy proxy``: the name-server port and a listener per upstream broker node."""
 
-    def __init__(self, config: Config, reactor: Any) -> None:
+    def __init__(self, config: Config, reactor: Any, wall: Wall = time.time) -> None:
         if not config.namesrv_addr.strip():
             raise ValueError("proxy mode needs the upstream name servers: --namesrv-addr host:port[;host:port...]")
         if "grpcServerPort" in config.given and config.grpc_server_port:
@@ -72,7 +74,7 @@ class ProxyServer:
         self.config = config
         self.reactor = reactor
         self.timeout_s = config.proxy_request_timeout_ms / 1000
-        self.runtime = runtime = Runtime(config, reactor, node_id="rmqproxy-proxy", broker_label=True)
+        self.runtime = runtime = Runtime(config, reactor, node_id="rmqproxy-proxy", broker_label=True, wall=wall)
         self.metrics, self.holds = runtime.metrics, runtime.holds
         runtime.watch()
         self.batch = WriteBatch()
@@ -84,8 +86,8 @@ class ProxyServer:
         self.handoff = LockHandoff(reactor, immediate=config.lock_release_on_disconnect == "immediate",
                                    timeout_s=self.timeout_s)  # fmt: skip
         self.stash = StashBudget()  # late upstream answers kept for their clients' next pulls
-        self.relaying = Relaying(clock=reactor, dialer=self.dialer, timeout_s=self.timeout_s, holds=self.holds,
-                                 max_suspend_s=config.max_pull_suspend_ms / 1000, stash=self.stash,
+        self.relaying = Relaying(clock=reactor, wall=wall, dialer=self.dialer, timeout_s=self.timeout_s,
+                                 holds=self.holds, max_suspend_s=config.max_pull_suspend_ms / 1000, stash=self.stash,
                                  handoff=self.handoff, answered=self.answered, pulled=self.pulled,
                                  rejected=runtime.rejections)  # fmt: skip
         self.sessions: dict[Connection, BrokerSession] = {}

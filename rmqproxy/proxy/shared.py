@@ -46,7 +46,8 @@ class StashBudget:
 class Relaying:
     """The parts of one proxy every session uses (see the module docstring)."""
 
-    clock: Any  # the reactor: IReactorTime
+    clock: Any  # the reactor: IReactorTime, monotonic (``core.clocks``)
+    wall: Callable[[], float]  # the wall clock: the event log's timestamps
     dialer: Dialer
     timeout_s: float  # proxyRequestTimeoutMillis: an upstream answer later than this is SYSTEM_ERROR
     holds: HoldService

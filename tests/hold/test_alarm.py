@@ -1,5 +1,6 @@
 """The timerfd alarm on the real kernel timer: it fires at its time, not before, and not when
-disarmed; ``precise_alarm`` picks it only for a reactor that can watch a file descriptor."""
+disarmed, on the monotonic clock (the reactor's: ``core.clocks``) or on the wall clock;
+``precise_alarm`` and ``wall_alarm`` pick it only for a reactor that can watch a file descriptor."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from twisted.internet import task
 from twisted.internet.interfaces import IReactorFDSet
 from zope.interface import implementer
 
-from rmqproxy.core.alarm import ClockAlarm, Deadlines, TimerfdAlarm, precise_alarm
+from rmqproxy.core.alarm import ClockAlarm, Deadlines, TimerfdAlarm, WallAlarm, precise_alarm, wall_alarm
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="timerfd is Linux's")
 
@@ -36,12 +37,13 @@ def readable(alarm: TimerfdAlarm, within: float) -> bool:
 
 
 @linux_only
-def test_timerfd_fires_at_its_time_and_the_clock_has_reached_it() -> None:
+@pytest.mark.parametrize("wall, now", [(False, time.monotonic), (True, time.time)], ids=["monotonic", "wall"])
+def test_timerfd_fires_at_its_time_and_the_clock_has_reached_it(wall: bool, now) -> None:
     reactor, fired = Readers(), []
-    alarm = TimerfdAlarm(reactor, lambda: fired.append(time.time()))
+    alarm = TimerfdAlarm(reactor, lambda: fired.append(now()), wall=wall)
     try:
         assert alarm in reactor.readers
-        when = time.time() + 0.05
+        when = now() + 0.05
         alarm.set(when)
         assert not readable(alarm, 0.0)
         assert readable(alarm, 5.0)
@@ -56,15 +58,15 @@ def test_timerfd_fires_at_its_time_and_the_clock_has_reached_it() -> None:
 
 @linux_only
 def test_a_disarmed_or_moved_timerfd_does_not_fire_at_the_old_time() -> None:
-    alarm = TimerfdAlarm(Readers(), lambda: None)
+    alarm = TimerfdAlarm(Readers(), lambda: None)  # on the monotonic clock
     try:
-        alarm.set(time.time() + 0.02)
+        alarm.set(time.monotonic() + 0.02)
         alarm.set(None)
         assert not readable(alarm, 0.1)
-        alarm.set(time.time() + 0.02)
-        alarm.set(time.time() + 60)
+        alarm.set(time.monotonic() + 0.02)
+        alarm.set(time.monotonic() + 60)
         assert not readable(alarm, 0.1)
-        alarm.set(time.time() - 1)  # a time already past fires at once
+        alarm.set(time.monotonic() - 1)  # a time already past fires at once
         assert readable(alarm, 1.0)
     finally:
         alarm.close()
@@ -78,6 +80,41 @@ def test_precise_alarm_is_a_timerfd_only_on_a_reactor_that_watches_fds() -> None
     finally:
         real.close()
     assert isinstance(precise_alarm(task.Clock(), lambda: None), ClockAlarm)
+
+
+@linux_only
+def test_wall_alarm_is_a_realtime_timerfd_only_on_the_machine_s_wall_clock_and_a_reactor_that_watches_fds() -> None:
+    real = wall_alarm(Readers(), time.time, lambda: None)
+    try:
+        assert isinstance(real, TimerfdAlarm) and real.wall
+    finally:
+        real.close()
+    clock = task.Clock()
+    assert isinstance(wall_alarm(clock, time.time, lambda: None), WallAlarm)
+    assert isinstance(wall_alarm(Readers(), lambda: 0.0, lambda: None), WallAlarm)  # an injected wall clock
+
+
+def test_a_wall_alarm_follows_the_wall_clock_either_way() -> None:
+    """It fires once the wall clock reaches its time: a step forward brings it nearer (it reads
+    the wall clock at least every second), a step back puts it off; the reactor's clock is untouched."""
+    clock, step, fired = task.Clock(), [0.0], []
+    alarm = WallAlarm(clock, lambda: clock.seconds() + step[0], lambda: fired.append(clock.seconds()))
+    alarm.set(10.0)
+    step[0] = 5.0  # forward: due at reactor time 5
+    clock.advance(4.5)
+    assert fired == []
+    clock.advance(0.5)
+    assert fired == [5.0]
+    alarm.set(13.0)  # 3 s from now on the wall clock (reactor time 8)
+    step[0] = -5.0  # back: now due at reactor time 18
+    clock.advance(12.5)
+    assert fired == [5.0]
+    clock.advance(0.5)
+    assert fired == [5.0, 18.0]
+    alarm.set(clock.seconds() + 100)
+    alarm.close()
+    clock.advance(200)
+    assert len(fired) == 2 and not clock.getDelayedCalls()
 
 
 def test_clock_alarm_keeps_one_call_and_moves_it() -> None:

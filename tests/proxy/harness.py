@@ -31,7 +31,7 @@ def make_proxy(tmp_path: Path, **overrides: Any) -> tuple[ProxyServer, FakeReact
     values = {"namesrv_addr": "10.1.0.9:9876", "metrics_port": 0, "pull_log_mode": "off",
               "pull_log_path": str(tmp_path / "pulls"), **overrides}  # fmt: skip
     reactor = FakeReactor()
-    proxy = ProxyServer(Config(**values), reactor)
+    proxy = ProxyServer(Config(**values), reactor, wall=reactor.wall)
     events = _Events()
     proxy.runtime.pull_log = events  # type: ignore[assignment]
     return proxy, reactor, events

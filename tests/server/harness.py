@@ -23,12 +23,29 @@ from rmqproxy.core.config import Config
 from rmqproxy.broker.server import Server
 
 
+class SteppedWall:
+    """A fake wall clock: the reactor's time plus the steps a test gave it (NTP, ``date -s``)."""
+
+    def __init__(self, clock: task.Clock) -> None:
+        self.clock = clock
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return self.clock.seconds() + self.offset
+
+    def step(self, seconds: float) -> None:
+        """Step the wall clock by ``seconds`` (either way); the reactor's clock does not move."""
+        self.offset += seconds
+
+
 class FakeReactor(task.Clock):
-    """``task.Clock`` plus what the server asks of a reactor besides time."""
+    """``task.Clock`` (the server's monotonic clock) plus what the server asks of a reactor
+    besides time, and a wall clock a test can step (``wall``: the server's absolute times)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.advance(1_700_000_000.0)  # store timestamps come from this clock
+        self.advance(1_700_000_000.0)  # so the wall clock, which starts equal, reads like an epoch time
+        self.wall = SteppedWall(self)
         self.thread_calls: queue.SimpleQueue = queue.SimpleQueue()
         self.listening: list[tuple[str, int]] = []  # (interface, port)
         self.factories: dict[int, Any] = {}  # port -> the factory listening there
@@ -172,6 +189,6 @@ def make_server(tmp_path: Path, *, started_after_s: float = 0.0, **overrides: An
               **overrides}  # fmt: skip
     reactor = FakeReactor()
     reactor.advance(started_after_s)
-    server = Server(Config(**values), reactor)
+    server = Server(Config(**values), reactor, wall=reactor.wall)
     server.start()
     return server, reactor

@@ -234,7 +234,7 @@ def test_each_runtime_key_takes_effect_live(servers, tmp_path, key: str) -> None
 
 def _start(conf, reactor: FakeReactor | None = None) -> tuple[Server, FakeReactor]:
     reactor = reactor or FakeReactor()
-    server = Server(load(conf), reactor)
+    server = Server(load(conf), reactor, wall=reactor.wall)
     server.start()
     return server, reactor
 

@@ -22,6 +22,7 @@ from codec.command import RemotingCommand
 from codec.headers import EndTransactionRequestHeader
 from codec.message import HostPort, Message, decode_message
 
+from ...core.clocks import Wall
 from ...core.config import Config
 from ...core.delay_levels import parse_levels
 from ...core.hold import WAKE_NONE
@@ -148,7 +149,7 @@ class GrpcBroker:
     """The reactor side of ``serve``'s gRPC front end (see the module docstring)."""
 
     def __init__(self, config: Config, store: MessageStore, topics: TopicTable, groups: SubscriptionGroupTable,
-                 clients: ClientRegistry, transactions: TransactionService, pops: PopService, *, clock: Any,
+                 clients: ClientRegistry, transactions: TransactionService, pops: PopService, *, clock: Any, wall: Wall,
                  permission: BrokerPermission, on_put: Callable[[str, int, int, bool], None] | None = None,
                  listeners: list[Callable[[PullEvent], None]] | None = None, grpc_port: Callable[[], int]) -> None:  # fmt: skip
         self.config = config
@@ -158,7 +159,8 @@ class GrpcBroker:
         self.clients = clients
         self.transactions = transactions
         self.pops = pops
-        self.clock = clock
+        self.clock = clock  # the reactor's (monotonic): receive waits and their durations
+        self.wall = wall  # born times, timer due times, the event log's timestamps
         self.permission = permission
         self.on_put = on_put
         self.listeners = listeners if listeners is not None else []
@@ -315,7 +317,7 @@ class GrpcBroker:
                 return SendOutcome(Code.FORBIDDEN, "the broker takes no transactional messages (rejectTransactionMessage)")
             self.transactions.prepared()
             return self._stored(self.store.put(to_half(msg)), out, config.name, half=True)
-        now_ms = int(self.clock.seconds() * 1000)
+        now_ms = int(self.wall() * 1000)
         try:
             deliver_ms = timer_delivery(properties, now_ms, self.config.timer_max_delay_sec, self.config.timer_wheel_enable)
         except TimerRefused as refused:
@@ -466,7 +468,8 @@ class GrpcBroker:
         held = received.held_since is not None
         hold_ms = (received.answered - received.held_since) * 1000 if held else 0.0
         total_ms = (self.clock.seconds() - arrived) * 1000
-        common = dict(ts_ms=int(self.clock.seconds() * 1000), arrived_ms=int(arrived * 1000), group=receive.group,
+        done_ms = int(self.wall() * 1000)
+        common = dict(ts_ms=done_ms, arrived_ms=done_ms - round(total_ms), group=receive.group,
                       topic=receive.topic, client_id=client_id, remote=remote, max_msgs=receive.batch,
                       suspend_ms=int(wait_s * 1000), held=held, hold_ms=round(hold_ms, 3),
                       service_ms=round(total_ms - hold_ms, 3), total_ms=round(total_ms, 3),

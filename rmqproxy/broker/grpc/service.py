@@ -263,7 +263,7 @@ class MessagingService(rpc.MessagingServiceServicer):
             if any(m.topic.name != topic for m in request.messages):
                 raise Refused(Code.MESSAGE_CORRUPTED, "topic in message is not same")
             caller = self._caller(context, request, [(topic, PERM_PUB)])
-            now_ms = int(time.time() * 1000)
+            now_ms = int(self.broker.wall() * 1000)  # a float read: safe off the reactor thread
             messages = [outgoing(m, max_body=self.max_body_bytes(), remote=caller.remote, now_ms=now_ms)
                         for m in request.messages]  # fmt: skip
             outcomes = await self.front.call(self.broker.send, caller.client_id, caller.remote, messages)
@@ -317,12 +317,12 @@ class MessagingService(rpc.MessagingServiceServicer):
         except Refused as refused:
             self._reject(refused, "ReceiveMessage")
             yield pb.ReceiveMessageResponse(status=status(refused.code, refused.message))
-            yield _server_time()
+            yield _server_time(self.broker.wall())
             return
         deliveries = received.deliveries
         if not deliveries:
             yield pb.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
-            yield _server_time()
+            yield _server_time(self.broker.wall())
             return
         sent = 0
         try:
@@ -332,7 +332,7 @@ class MessagingService(rpc.MessagingServiceServicer):
                 yield pb.ReceiveMessageResponse(message=to_wire(delivery.message, attempt=delivery.attempt,
                                                                 handle=delivery.handle, invisible_ms=left_ms))  # fmt: skip
                 sent += 1
-            yield _server_time()
+            yield _server_time(self.broker.wall())
         finally:
             if sent < len(deliveries):  # the client went away mid-answer: the rest return soon
                 unsent = received._replace(deliveries=deliveries[sent:])
@@ -487,9 +487,10 @@ def _common_status(codes: set[int], message: str) -> Any:
     return status(code, message or ("OK" if code == Code.OK else ""))
 
 
-def _server_time() -> Any:
+def _server_time(now: float) -> Any:
+    """The last item of a receive's stream: the server's wall-clock time ``now``, as the reference sends."""
     response = pb.ReceiveMessageResponse()
-    response.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
+    response.delivery_timestamp.FromMilliseconds(int(now * 1000))
     return response
 
 

@@ -27,6 +27,7 @@ from codec.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from ..clients import ClientRegistry
 from ...core.config import Config
 from ...net.dispatch import Route
+from ...core.clocks import Wall
 from ...core.hold import WAKE_DISCONNECT, WAKE_EVICTED, WAKE_NONE, HeldPull, HoldService, always
 from ...net.rejects import OVER_FAIR_SHARE
 from ..permission import BrokerPermission
@@ -94,6 +95,7 @@ class PullProcessor:
         permission: BrokerPermission | None = None,
         *,
         groups: SubscriptionGroupTable,
+        wall: Wall,
         on_reject: Callable[..., Any] | None = None,
     ) -> None:
         self.config = config
@@ -104,7 +106,8 @@ class PullProcessor:
         self.topics = topics
         self.clients = clients
         self.holds = holds
-        self.clock = clock
+        self.clock = clock  # the reactor's (monotonic): arrival, hold and answer times
+        self.wall = wall  # the event log's timestamps
         self.listeners = listeners if listeners is not None else []
 
     def routes(self) -> list[Route]:
@@ -299,7 +302,8 @@ class PullProcessor:
             return
         client = self.clients.client_of(pull.conn)
         event = PullEvent.of_pull(
-            pull.header, response, arrived=pull.arrived, done=self.clock.seconds(), held=hold_started is not None,
+            pull.header, response, arrived=pull.arrived, done=self.clock.seconds(),
+            done_ms=int(self.wall() * 1000), held=hold_started is not None,
             hold_ms=(woke - hold_started) * 1000 if hold_started is not None else 0.0, wake=wake,
             mode="long" if self.config.long_polling else "short", client_id=client.client_id if client is not None else "",
             remote=pull.conn.remote,
