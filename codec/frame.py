@@ -27,20 +27,16 @@ _PREFIX = struct.Struct(">ii")
 class FrameDecoder:
     """Incremental frame splitter: ``feed(chunk)`` returns every frame payload completed by it."""
 
-    __slots__ = ("max_frame_bytes", "_buf", "_pos", "_failed")
+    __slots__ = ("max_frame_bytes", "buffered_bytes", "_buf", "_pos", "_failed")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         if max_frame_bytes < 4 + MIN_PAYLOAD_BYTES:
             raise ValueError("max_frame_bytes must allow at least an empty header")
         self.max_frame_bytes = max_frame_bytes
+        self.buffered_bytes = 0  # bytes held for an incomplete frame, as of the last ``feed``
         self._buf = bytearray()
         self._pos = 0
         self._failed: FrameError | None = None
-
-    @property
-    def buffered_bytes(self) -> int:
-        """Bytes held for an incomplete frame."""
-        return len(self._buf) - self._pos
 
     def feed(self, data: bytes) -> list[bytes]:
         """Add ``data`` and return the payloads of all frames now complete, in order."""
@@ -61,6 +57,7 @@ class FrameDecoder:
                 )
                 del buf[:]
                 self._pos = 0
+                self.buffered_bytes = 0
                 raise self._failed
             if end - pos - 4 < length:
                 break
@@ -73,6 +70,7 @@ class FrameDecoder:
             del buf[:pos]
             pos = 0
         self._pos = pos
+        self.buffered_bytes = len(buf) - pos
         return frames
 
 

@@ -50,13 +50,13 @@ class Incoming(NamedTuple):
 
 class RemotingPeer:
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, first_opaque: int = 1) -> None:
-        self._decoder = FrameDecoder(max_frame_bytes)
+        self.decoder = FrameDecoder(max_frame_bytes)  # its ``buffered_bytes``: an unfinished frame's, to bound
         self._opaques = itertools.count(first_opaque)
         self._outstanding: dict[int, Outstanding] = {}
 
     def feed(self, data: bytes) -> list[bytes]:
         """The whole frames ``data`` completes (the rest is kept for the next call)."""
-        return self._decoder.feed(data)
+        return self.decoder.feed(data)
 
     def read(self, frame: bytes) -> Incoming:
         """Decode one frame and match it if it answers one of our requests."""
@@ -75,7 +75,7 @@ class RemotingPeer:
 
     def receive(self, data: bytes) -> list[Incoming]:
         """``feed`` and ``read`` for every frame ``data`` completes."""
-        return [self.read(frame) for frame in self._decoder.feed(data)]
+        return [self.read(frame) for frame in self.decoder.feed(data)]
 
     def request(
         self, command: RemotingCommand, *, deadline: float | None = None, context: Any = None

@@ -3,9 +3,9 @@
 A composition root (``serve``'s ``server.Server``, ``proxy``'s ``proxy.server.ProxyServer``, and
 the next front end) makes one ``Runtime`` and adds only what is its own. The runtime owns the
 metrics registry, the rejection counters, the deadline alarms, the hold service, the pull event
-log, the reply-buffer bounds, the client connections with the bounds every front end applies,
-the listening ports (the ``/metrics`` port among them) and the periodic tasks; ``stop`` ends them
-in the order that lets every client get its last answers (docs/architecture.md).
+log, the reply-buffer and unfinished-frame bounds, the client connections with the bounds every
+front end applies, the listening ports (the ``/metrics`` port among them) and the periodic tasks;
+``stop`` ends them in the order that lets every client get its last answers (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from .observe.pull_events import PullLog
 from .net.rejects import Rejections
 from .net.replies import ReplyBuffers, WriteBatch
 from .net.transport import Connection, Handler
+from .net.unfinished import UnfinishedFrames
 
 __all__ = ["NO_HOOKS", "Runtime"]
 
@@ -69,6 +70,8 @@ class Runtime:
                                  alarm=self.deadlines.alarm)  # fmt: skip
         self.pull_log = PullLog.of(config)
         self.reply_buffers = ReplyBuffers(config.max_buffered_reply_bytes_per_connection, config.max_buffered_reply_bytes)
+        self.unfinished_frames = UnfinishedFrames(reactor, config.max_unfinished_frame_bytes,
+                                                  config.frame_stall_timeout_ms / 1000)  # fmt: skip
         self.connections: set[Connection] = set()
         self.ports: list[IListeningPort] = []
         self.loops: dict[Callable[[], Any], task.LoopingCall] = {}  # periodic function -> its loop
@@ -84,12 +87,13 @@ class Runtime:
         """Export the live tables (held pulls, the pull log, rejections, and the root's ``tables``)
         as gauges read at scrape time (``metrics.LiveState``)."""
         self.registry.register(LiveState(self.metrics, holds=self.holds, pull_log=self.pull_log,
-                                         rejections=self.rejections, **tables))  # fmt: skip
+                                         rejections=self.rejections, frames=self.unfinished_frames,
+                                         **tables))  # fmt: skip
 
     def connection(self, handler: Handler, on_close: Callable[[Connection], None], *,
                    batch: WriteBatch | None = None) -> Connection:  # fmt: skip
-        """A new client connection with the bounds every front end applies (frame size, requests
-        in flight, reply buffers), counted until it closes."""
+        """A new client connection with the bounds every front end applies (frame size, unfinished
+        frames, requests in flight, reply buffers), counted until it closes."""
         config = self.config
 
         def closed(conn: Connection) -> None:
@@ -101,7 +105,7 @@ class Runtime:
         conn = Connection(
             handler, self.reactor, max_frame_bytes=config.max_frame_size, on_close=closed, on_reject=self.rejections,
             max_in_flight=config.max_in_flight_requests_per_connection, buffers=self.reply_buffers, batch=batch,
-            deadlines=self.deadlines,
+            deadlines=self.deadlines, frames=self.unfinished_frames,
         )  # fmt: skip
         self.connections.add(conn)
         return conn

@@ -269,6 +269,7 @@ class Server:
         )
         self.reply_buffers.per_connection = c.max_buffered_reply_bytes_per_connection
         self.reply_buffers.limit = c.max_buffered_reply_bytes
+        self.runtime.unfinished_frames.configure(c.max_unfinished_frame_bytes, c.frame_stall_timeout_ms / 1000)
         for conn in self.connections:  # new ones read it from the config as they are built
             conn.max_in_flight = c.max_in_flight_requests_per_connection
         self.runtime.reschedule(self.transactions.check, c.transaction_check_interval_ms / 1000)

@@ -92,6 +92,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("lockReleaseOnDisconnect", "lock_release_on_disconnect", str, "safe", "safe or immediate", proxy=True, runtime=True),
     Setting("rebalanceLockMaxLiveTime", "lock_max_live_ms", int, 60_000, "queue lock expiry without renewal", runtime=True, low=0),
     Setting("maxFrameSize", "max_frame_size", int, DEFAULT_MAX_FRAME_BYTES, "largest frame, length included", proxy=True),
+    Setting("maxUnfinishedFrameBytes", "max_unfinished_frame_bytes", int, 256 << 20,
+            "bytes of frames begun and not finished all connections together may hold (at least maxFrameSize); past "
+            "it the connection with the largest is closed", proxy=True, runtime=True, low=1),
+    Setting("frameStallTimeoutMillis", "frame_stall_timeout_ms", int, 30_000,
+            "close a connection whose unfinished frame gets no byte for this long (0: never)", proxy=True,
+            runtime=True, low=0),
     Setting("maxMessageSize", "max_message_size", int, 4 * 1024 * 1024, "largest message body", runtime=True, low=1),
     Setting("messageDelayLevel", "message_delay_level", str, DEFAULT_LEVELS, "delay of levels 1..n"),
     Setting("fileReservedTime", "file_reserved_time_hours", float, 72.0, "hours commit-log segments are kept", runtime=True, low=0),
@@ -234,6 +240,9 @@ class Config(_Fields):
         if self.fast_port_enable and self.broker_listen_port and self.broker_listen_port - 2 == self.listen_port:
             raise ValueError(f"the fast port (brokerListenPort {self.broker_listen_port} - 2) is listenPort: "
                              "choose another brokerListenPort, or set fastPortEnable=false")
+        if self.max_unfinished_frame_bytes < self.max_frame_size:
+            raise ValueError(f"maxUnfinishedFrameBytes ({self.max_unfinished_frame_bytes}) must be at least "
+                             f"maxFrameSize ({self.max_frame_size}): a frame of that size would close its connection")
         for setting in _BOUNDED:
             if getattr(self, setting.field) < setting.low:
                 raise ValueError(f"{setting.key} must be {setting.low} or more, not {getattr(self, setting.field)}")

@@ -24,6 +24,8 @@ REPLY_BUFFER_FULL = "reply_buffer_full"  # an answer the unread peer had no room
 TRANSACTION_NOT_APPLIED = "transaction_not_applied"  # an END_TRANSACTION naming no matching half message
 ONEWAY_REFUSED = "oneway_refused"  # a one-way request answered other than SUCCESS: the client never reads it
 OVER_FAIR_SHARE = "over_fair_share"  # a held pull ended busy at maxHeldPulls: its connection held more than its share
+UNFINISHED_FRAMES_FULL = "unfinished_frames_full"  # the largest unfinished frame, past their total bound: closed
+FRAME_STALLED = "frame_stalled"  # an unfinished frame that got no byte for frameStallTimeoutMillis: closed
 
 
 @dataclasses.dataclass

@@ -16,6 +16,9 @@ Invariants:
   SYSTEM_BUSY (a ``too_many_in_flight`` rejection) without reaching the handler.
 - Framing and decoding are ``codec.peer.RemotingPeer``'s; the same peer numbers the server's own
   requests and matches their answers (``outbound.py``), so a read's responses go there.
+- What its peer has sent of a frame it has not finished is counted, after each read, by the
+  ``unfinished.UnfinishedFrames`` every connection of the server shares: past their total bound,
+  or once it waits too long for the frame's next byte, the connection is closed (``abort``).
 - Back-pressure: the connection is its transport's streaming producer. Once more of its replies
   wait to be sent than the kernel's socket buffer and Twisted's ``bufferSize`` (64 KiB) hold (the
   peer is not reading), Twisted pauses it and it stops reading the socket; frames already read
@@ -45,6 +48,7 @@ from ..core.alarm import Deadlines
 from .outbound import OutboundRequests
 from .rejects import BAD_FRAME, ONEWAY_REFUSED, TOO_MANY_IN_FLIGHT
 from .replies import ReplyBuffers, ReplyWriter, WriteBatch
+from .unfinished import UnfinishedFrames
 
 log = Logger()
 
@@ -79,12 +83,17 @@ class Connection(Protocol):
         buffers: ReplyBuffers | None = None,
         batch: WriteBatch | None = None,
         deadlines: Deadlines | None = None,
+        frames: UnfinishedFrames | None = None,
     ) -> None:
         self.id = next(_ids)
         self.deadlines = deadlines  # polled between a read's requests: a due deadline goes first
         self.handler = handler
         self.clock = clock
         self.peer = RemotingPeer(max_frame_bytes)
+        self._decoder = self.peer.decoder  # read after every read: what it holds of an unfinished frame
+        self.frames = frames if frames is not None else UnfinishedFrames(clock, 256 << 20, 30.0)
+        self.unfinished = 0  # bytes of a frame begun and not finished (counted by ``frames``)
+        self.progressed = 0.0  # when that frame last got a byte (``frames``' stall check)
         self.on_close = on_close
         self.on_reject = on_reject
         self.max_in_flight = max_in_flight
@@ -163,6 +172,8 @@ class Connection(Protocol):
         if not writer.paused or not writer.open:
             return
         writer.resume()
+        if self.unfinished:
+            self.frames.restart(self)
         waiting, self._waiting = self._waiting, []
         if waiting:
             self._handle(waiting)
@@ -178,6 +189,8 @@ class Connection(Protocol):
         except CodecError as exc:
             self._protocol_error(exc)
             return
+        if self._decoder.buffered_bytes or self.unfinished:  # a frame unfinished, or one just finished
+            self.frames.held(self, self._decoder.buffered_bytes)
         if self.writer.paused:  # the transport may still deliver what it had read
             self._waiting += payloads
             return
@@ -212,10 +225,15 @@ class Connection(Protocol):
             writer.end_read()
 
     def _protocol_error(self, exc: CodecError) -> None:
+        self.abort(BAD_FRAME, "closing {conn}: {error}", error=exc)
+
+    def abort(self, reason: str, fmt: str, **fields: Any) -> None:
+        """Close at once, dropping what is unread and unsent: a ``reason`` rejection, counted and
+        logged (``fmt`` names the connection as ``{conn}``)."""
         if self.on_reject is not None:
-            self.on_reject(BAD_FRAME, "closing {conn}: {error}", conn=self, error=exc)
+            self.on_reject(reason, fmt, conn=self, **fields)
         else:
-            log.warn("closing {conn}: {error}", conn=self, error=exc)
+            log.warn(fmt, conn=self, reason=reason, **fields)
         self.writer.open = False
         self.transport.abortConnection()
 
@@ -279,6 +297,7 @@ class Connection(Protocol):
             log.info(fmt, code=request_code, conn=self, answer=answer_code, remark=answer.remark)
 
     def connectionLost(self, reason: Failure = None) -> None:
+        self.frames.release(self)
         self.writer.close()
         self.outbound.close()
         if self.on_close is not None:

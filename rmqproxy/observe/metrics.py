@@ -404,9 +404,10 @@ class LiveState:
         self, metrics: Metrics, *, holds: Any, locks: Any = None, clients: Any = None,
         lag: Callable[[], Iterable] | None = None,
         pull_log: Any = None, rejections: Any = None, transactions: Any = None, timers: Any = None,
-        pops: Any = None,
+        pops: Any = None, frames: Any = None,
     ) -> None:
         self.metrics = metrics
+        self.frames = frames
         self.pops = pops
         self.transactions = transactions
         self.timers = timers
@@ -440,6 +441,11 @@ class LiveState:
             for reason, value in self.rejections.counts.items():
                 rejected.add_metric([reason], value)
             yield rejected
+        if self.frames is not None:
+            yield GaugeMetricFamily(
+                "rmqproxy_unfinished_frame_bytes", "Bytes of frames connections have begun and not finished, in all "
+                "(maxUnfinishedFrameBytes bounds them).", value=self.frames.total,
+            )  # fmt: skip
         if self.transactions is not None:
             events = CounterMetricFamily(
                 "rmqproxy_transactions", "Transactional messages: half messages prepared, commits, rollbacks, "

@@ -79,7 +79,7 @@ class ProxyServer:
         runtime.watch()
         self.batch = WriteBatch()
         self.dialer = Dialer(reactor, max_frame_bytes=config.max_frame_size, timeout_s=self.timeout_s, batch=self.batch,
-                             deadlines=runtime.deadlines)  # fmt: skip
+                             deadlines=runtime.deadlines, frames=runtime.unfinished_frames)  # fmt: skip
         self.namesrvs = NameServers(self.dialer, config.namesrv_addr)
         self.nodes = NodeDirectory(parse_port_range(config.proxy_broker_ports, config.listen_port),
                                    config.advertised_host, self._listen_node, fast=config.fast_port_enable)  # fmt: skip

@@ -23,6 +23,7 @@ from ..core.alarm import Deadlines
 from ..net.outbound import RequestTimeout
 from ..net.replies import WriteBatch
 from ..net.transport import Connection, Handler
+from ..net.unfinished import UnfinishedFrames
 
 log = Logger()
 
@@ -33,16 +34,17 @@ class UpstreamError(Exception):
 
 class Dialer:
     """How the proxy opens upstream connections: their frame cap, connect timeout, and the write
-    batch and deadlines they share with the client connections (``replies.WriteBatch``,
-    ``alarm.Deadlines``)."""
+    batch, deadlines and unfinished-frame bounds they share with the client connections
+    (``replies.WriteBatch``, ``alarm.Deadlines``, ``unfinished.UnfinishedFrames``)."""
 
     def __init__(self, reactor: Any, *, max_frame_bytes: int, timeout_s: float, batch: WriteBatch | None = None,
-                 deadlines: Deadlines | None = None) -> None:  # fmt: skip
+                 deadlines: Deadlines | None = None, frames: UnfinishedFrames | None = None) -> None:  # fmt: skip
         self.reactor = reactor
         self.max_frame_bytes = max_frame_bytes
         self.timeout_s = timeout_s
         self.batch = batch
         self.deadlines = deadlines
+        self.frames = frames
 
     def dial(self, address: str, handler: Handler, on_close: Callable[[Connection], None] | None = None) -> defer.Deferred:
         """A Deferred ``Connection`` to ``address`` ("host:port"); fails with UpstreamError."""
@@ -52,7 +54,7 @@ class Dialer:
         except ValueError:
             return defer.fail(UpstreamError(f"bad upstream address {address!r}"))
         conn = Connection(handler, self.reactor, max_frame_bytes=self.max_frame_bytes, on_close=on_close,
-                          batch=self.batch, deadlines=self.deadlines)  # fmt: skip
+                          batch=self.batch, deadlines=self.deadlines, frames=self.frames)  # fmt: skip
 
         def failed(failure: Any) -> None:
             raise UpstreamError(f"cannot connect to {address}: {failure.getErrorMessage()}")

@@ -22,6 +22,7 @@ from codec.bodies import (
 )
 from codec.codes import PullSysFlag, RequestCode as C
 from codec.codes import ResponseCode as R
+from codec.command import RemotingCommand
 from codec.headers import GetKVConfigResponseHeader
 from rmqproxy.core.config import SETTINGS, load, parse_properties
 from rmqproxy.broker.kv import MAX_NAME_LENGTH, ORDER_TOPIC_CONFIG
@@ -109,6 +110,14 @@ def _big_send(server, reactor) -> int:
     return Client(server).send_message("Big", body=b"x" * 2000).code
 
 
+def _half_frame_open_after_6s(server, reactor) -> bool:
+    """A connection that sent half a frame and nothing more, 6 s on."""
+    client = Client(server)
+    client.conn.dataReceived(RemotingCommand(code=C.GET_BROKER_CLUSTER_INFO, opaque=1, body=bytes(100)).encode()[:50])
+    reactor.advance(6)
+    return client.conn.connected
+
+
 def _silent_client_open_after_30s(server, reactor) -> bool:
     client = Client(server, f"silent@{next(_names)}")
     client.heartbeat("cg", {"T": "*"})
@@ -191,6 +200,8 @@ PROBES: dict[str, tuple[str, str, Callable[[Any, Any], Any], Any]] = {
     "maxInFlightRequestsPerConnection": ("1", "", _second_request_on_one_connection, R.SYSTEM_BUSY),
     "maxBufferedReplyBytesPerConnection": ("4096", "", _attr(lambda s: s.reply_buffers.per_connection), 4096),
     "maxBufferedReplyBytes": ("65536", "", _attr(lambda s: s.reply_buffers.limit), 65536),
+    "maxUnfinishedFrameBytes": ("33554432", "", _attr(lambda s: s.runtime.unfinished_frames.limit), 32 << 20),
+    "frameStallTimeoutMillis": ("5000", "", _half_frame_open_after_6s, False),
     "maxInvisibleMessages": ("3", "", _attr(lambda s: s.pops.max_in_flight), 3),
     "lockReleaseOnDisconnect": ("immediate", "", _attr(lambda s: s.locks.release_on_disconnect), "immediate"),
     "rebalanceLockMaxLiveTime": ("5000", "", _attr(lambda s: s.locks.max_live_s), 5.0),
