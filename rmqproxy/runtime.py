@@ -129,8 +129,8 @@ class Runtime:
         config = self.config
         if config.metrics_port and config.metrics_enabled:
             host = config.metrics_host or config.bind_address
-            self.ports.append(self.reactor.listenTCP(config.metrics_port, Site(MetricsResource(self.registry, self.reactor)),
-                                                     interface=host))  # fmt: skip
+            site = Site(MetricsResource(self.registry, self.reactor), reactor=self.reactor)  # its log clock too
+            self.ports.append(self.reactor.listenTCP(config.metrics_port, site, interface=host))
 
     def every(self, tasks: Iterable[tuple[float, Callable[[], Any]]]) -> None:
         """Run each ``(interval, fn)`` every interval seconds from now on (failures are logged)."""
