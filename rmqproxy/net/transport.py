@@ -45,12 +45,16 @@ from codec.message import HostPort
 from codec.peer import RemotingPeer
 
 from ..core.alarm import Deadlines
+from ..core.config import Config
 from .outbound import OutboundRequests
 from .rejects import BAD_FRAME, ONEWAY_REFUSED, TOO_MANY_IN_FLIGHT
 from .replies import ReplyBuffers, ReplyWriter, WriteBatch
 from .unfinished import UnfinishedFrames
 
 log = Logger()
+
+#: The unfinished-frame bounds of a connection built without a server's shared ones (tests).
+_DEFAULTS = Config()
 
 Handler = Callable[[RemotingCommand, "Connection"], Any]
 
@@ -91,7 +95,8 @@ class Connection(Protocol):
         self.clock = clock
         self.peer = RemotingPeer(max_frame_bytes)
         self._decoder = self.peer.decoder  # read after every read: what it holds of an unfinished frame
-        self.frames = frames if frames is not None else UnfinishedFrames(clock, 256 << 20, 30.0)
+        self.frames = frames if frames is not None else UnfinishedFrames(
+            clock, _DEFAULTS.max_unfinished_frame_bytes, _DEFAULTS.frame_stall_timeout_ms / 1000)  # fmt: skip
         self.unfinished = 0  # bytes of a frame begun and not finished (counted by ``frames``)
         self.progressed = 0.0  # when that frame last got a byte (``frames``' stall check)
         self.on_close = on_close

@@ -67,8 +67,8 @@ class UnfinishedFrames:
         self.holders.add(conn)
         if self.total > self.limit:
             self._shed()
-        if self._check is None and self.stall_s > 0 and self.holders:
-            self._check = self.clock.callLater(self.stall_s, self._stalls)
+        if self.holders:
+            self._arm()
 
     def release(self, conn: FrameHolder) -> None:
         """``conn`` is gone (or being closed): its unfinished frame no longer counts."""
@@ -80,8 +80,7 @@ class UnfinishedFrames:
         """We read ``conn`` again after a pause: its stall clock starts again, since the wait was ours."""
         if conn.unfinished:
             conn.progressed = self.clock.seconds()
-            if self._check is None and self.stall_s > 0:
-                self._check = self.clock.callLater(self.stall_s, self._stalls)
+            self._arm()
 
     def configure(self, limit: int, stall_s: float) -> None:
         """New bounds (a runtime config change), applied at once to the frames unfinished now."""
@@ -90,6 +89,11 @@ class UnfinishedFrames:
         if self.total > limit:
             self._shed()
         self._stalls()
+
+    def _arm(self) -> None:
+        """A stall check a whole ``stall_s`` from now, unless one is due already (or stalls are off)."""
+        if self._check is None and self.stall_s > 0:
+            self._check = self.clock.callLater(self.stall_s, self._stalls)
 
     def _forget(self, conn: FrameHolder) -> None:
         self.holders.discard(conn)
