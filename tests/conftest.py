@@ -95,6 +95,16 @@ def _cluster_labels(item: pytest.Item) -> frozenset[str]:
     return frozenset(labels)
 
 
+_SPARK = Path(__file__).resolve().parent / "spark"
+
+
+def _phase(item: pytest.Item) -> int:
+    """0: unit tests, 1: tests that drive Java (marked ``interop``), 2: the Spark tests."""
+    if _SPARK in Path(str(item.path)).resolve().parents:
+        return 2
+    return 1 if item.get_closest_marker("interop") else 0
+
+
 @pytest.hookimpl(trylast=True)  # after pytest has grouped the tests by their session-scoped parameters
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tests of the shared Apache clusters run together, the tests of each cluster in a row,
@@ -104,7 +114,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     module's tests over several runs between other modules' tests; and an idle cluster is not free
     (an idle 5.3.1 cluster takes 0.6 of a core, its brokers' TimerFlushService polling; a 4.9.7 one
     0.09), so one kept running from run to run would slow every test in between. In a row, each
-    cluster starts once and runs only as long as its own tests."""
+    cluster starts once and runs only as long as its own tests.
+
+    Before that, the tests that drive Java move after the other unit tests, and the Spark tests to
+    the end (where they were): their Maven builds then run during the unit tests (prebuild.py)."""
+    items.sort(key=_phase)
     labels = [_cluster_labels(item) for item in items]
     marked = [i for i, mine in enumerate(labels) if mine]
     if not marked:
@@ -140,6 +154,17 @@ def apache_clusters(request: pytest.FixtureRequest) -> Iterator[Callable[[str], 
     finally:
         del request.config.stash[_SHARED_CLUSTERS]
         clusters.close()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """When Java-driving tests will run, their Maven builds start now, in the background
+    (tests/interop/prebuild.py)."""
+    from tests.interop.maven import missing_tools
+
+    if any(item.get_closest_marker("interop") for item in session.items) and not missing_tools():
+        from tests.interop import prebuild
+
+        prebuild.start()
 
 
 _CURRENT = pytest.StashKey[pytest.Item]()

@@ -21,13 +21,15 @@ from typing import Any, Protocol
 
 from .scenario_runner import ScenarioError, ScenarioProgram, client_log_tail
 
-__all__ = ["TOOLS_LINES", "AdminShell", "ShellTarget", "poll"]
+__all__ = ["CONSOLE_TOOLS_VERSION", "TOOLS_LINES", "AdminShell", "ShellTarget", "poll"]
 
 #: rocketmq-tools (and the shell's own client) version per client line: what issue 30 names.
 TOOLS_LINES: dict[str, str] = {
     "4.9": os.environ.get("RMQ_TOOLS_VERSION_4_9", "4.9.7"),
     "5": os.environ.get("RMQ_TOOLS_VERSION_5", "5.3.1"),
 }
+#: rocketmq-tools (and client) version of the console: rocketmq-dashboard 2.1.0's pom (rocketmq.version)
+CONSOLE_TOOLS_VERSION = os.environ.get("RMQ_CONSOLE_TOOLS_VERSION", "5.3.3")
 
 
 class AdminShell:

@@ -28,7 +28,7 @@ from typing import Any
 from .maven import build_classpath
 from .scenario_runner import client_log_tail, tail_of
 
-__all__ = ["CLIENT_JAVA_VERSION", "GRPC_CLIENT_DIR", "GrpcClientError", "GrpcClientProgram"]
+__all__ = ["CLIENT_JAVA_VERSION", "GRPC_CLIENT_DIR", "GrpcClientError", "GrpcClientProgram", "program_classpath"]
 
 GRPC_CLIENT_DIR = Path(__file__).resolve().parent / "grpc_client"
 CLIENT_JAVA_VERSION = os.environ.get("RMQ_GRPC_CLIENT_VERSION", "5.0.8")
@@ -54,13 +54,17 @@ def _options(opts: dict[str, Any]) -> list[str]:
     return args
 
 
+def program_classpath(version: str = CLIENT_JAVA_VERSION) -> str:
+    """The gRPC-client program built for rocketmq-client-java ``version`` (Maven on first use)."""
+    return build_classpath(GRPC_CLIENT_DIR, version, marker="rmqproxy/grpcclient/Main.class", shared=(SHARED_JSON,))
+
+
 class GrpcClientProgram:
     """The gRPC-client program built for one rocketmq-client-java version."""
 
     def __init__(self, version: str = CLIENT_JAVA_VERSION, *, log_root: Path) -> None:
         self.version = version
-        self.classpath = build_classpath(GRPC_CLIENT_DIR, version, marker="rmqproxy/grpcclient/Main.class",
-                                         shared=(SHARED_JSON,))  # fmt: skip
+        self.classpath = program_classpath(version)
         self.log_root = log_root
         log_root.mkdir(parents=True, exist_ok=True)
 

@@ -30,7 +30,7 @@ from typing import Any
 from .maven import build_classpath
 from .oracle import ORACLE_LINES
 
-__all__ = ["SCENARIOS_DIR", "RunningScenario", "ScenarioError", "ScenarioProgram", "tail_of", "unique_name"]
+__all__ = ["SCENARIOS_DIR", "RunningScenario", "ScenarioError", "ScenarioProgram", "program_classpath", "tail_of", "unique_name"]
 
 SCENARIOS_DIR = Path(__file__).resolve().parent / "scenarios"
 MAIN_CLASS = "rmqproxy.scenarios.Main"
@@ -62,13 +62,18 @@ def tail_of(path: Path, chars: int) -> str:
         return "(none)"
 
 
+def program_classpath(version: str) -> str:
+    """The scenario program built for RocketMQ ``version`` (Maven on first use), as a classpath."""
+    return build_classpath(SCENARIOS_DIR, version, marker="rmqproxy/scenarios/Main.class")
+
+
 class ScenarioProgram:
     """The scenario program built for one client line."""
 
     def __init__(self, line: str, *, log_root: Path) -> None:
         self.line = line
         self.version = ORACLE_LINES.get(line, line)
-        self.classpath = build_classpath(SCENARIOS_DIR, self.version, marker="rmqproxy/scenarios/Main.class")
+        self.classpath = program_classpath(self.version)
         self.log_root = log_root
         log_root.mkdir(parents=True, exist_ok=True)
 

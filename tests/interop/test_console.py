@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -36,14 +35,12 @@ import pytest
 from tests.needs import require_java_tools
 from tests.proxy.proxied import ProxiedCluster
 
-from .admin_shell import AdminShell, failure_text, poll
+from .admin_shell import CONSOLE_TOOLS_VERSION, AdminShell, failure_text, poll
 from .apache_cluster import ApacheCluster
 from .scenario_checks import start_server
 from .scenario_runner import ScenarioProgram, unique_name
 from .server import ScenarioServer
 
-#: rocketmq-tools (and client) version of the console: rocketmq-dashboard 2.1.0's pom (rocketmq.version)
-CONSOLE_TOOLS_VERSION = os.environ.get("RMQ_CONSOLE_TOOLS_VERSION", "5.3.3")
 
 SEND_COUNT = 16
 BURST = 40
