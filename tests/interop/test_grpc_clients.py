@@ -17,7 +17,8 @@ Where the reference differs, each test says so and checks each its own way:
 - a delayed message: within 10 ms of its time on rmqproxy; the reference's timer works in 1 s
   slots (0.3-1.3 s late).
 
-Each prints its figures (``-s`` or ``-rP``).
+Each prints its figures (``-s`` or ``-rP``). Against the reference the tests' runs go side by side
+(``side_by_side.py``): they are mostly its waits.
 """
 
 from __future__ import annotations
@@ -38,9 +39,12 @@ from tests.needs import require_java_tools
 from .apache_proxy import ApacheProxy, ReferenceAdmin
 from .grpc_runner import GrpcClientProgram
 from .scenario_runner import unique_name
+from .side_by_side import Concurrent
 from .server import RunningServer
 from .wire import WireClient
 
+#: The tests run against both targets; on the reference side by side (its runs are mostly waits).
+SIDE = Concurrent()
 #: The transaction settings both targets run with: quick check-backs.
 TRANSACTION_CONF = {"transactionCheckInterval": "1000", "transactionTimeOut": "2000"}
 
@@ -86,6 +90,9 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> GrpcClientProgram:
     return GrpcClientProgram(log_root=tmp_path_factory.mktemp("grpc-client"))
 
 
+reference_runs = SIDE.fixture()
+
+
 def _ok(result: dict[str, Any], target: Target) -> dict[str, Any]:
     """The result, after checking it carries no scenario-level error."""
     assert "error" not in result, (f"{target.name}: {result['error']} (client log: "
@@ -101,6 +108,7 @@ def _names(kind: str) -> tuple[str, str]:
     return unique_name(f"grpc_{kind}", "5"), unique_name(f"grpc_{kind}_g", "5")
 
 
+@SIDE.test(seconds=9)
 def test_normal_messages_are_all_consumed_and_acked(target: Target, client: GrpcClientProgram) -> None:
     topic, group = _names("normal")
     target.create(topics={topic: "NORMAL"}, groups=[group])
@@ -116,6 +124,7 @@ def test_normal_messages_are_all_consumed_and_acked(target: Target, client: Grpc
           f"{len(got['receives'])} receive calls for 20 messages")
 
 
+@SIDE.test(seconds=20)
 def test_an_empty_receive_comes_back_at_its_await(target: Target, client: GrpcClientProgram) -> None:
     topic, group = _names("empty")
     target.create(topics={topic: "NORMAL"}, groups=[group])
@@ -130,6 +139,7 @@ def test_an_empty_receive_comes_back_at_its_await(target: Target, client: GrpcCl
     print(f"\n{target.name} empty receive, await 3000 ms: {elapsed} ms")
 
 
+@SIDE.test(seconds=23)
 def test_an_unacked_message_comes_back_with_attempt_two(target: Target, client: GrpcClientProgram) -> None:
     topic, group = _names("nack")
     target.create(topics={topic: "NORMAL"}, groups=[group])
@@ -150,6 +160,7 @@ def test_an_unacked_message_comes_back_with_attempt_two(target: Target, client: 
     print(f"\n{target.name} redelivery after an invisible {invisible_ms} ms: {_spread(delays)}")
 
 
+@SIDE.test(seconds=13)
 def test_change_invisible_duration_brings_a_message_back_sooner(target: Target, client: GrpcClientProgram) -> None:
     topic, group = _names("chinv")
     target.create(topics={topic: "NORMAL"}, groups=[group])
@@ -166,6 +177,7 @@ def test_change_invisible_duration_brings_a_message_back_sooner(target: Target, 
     print(f"\n{target.name} back after changeInvisibleDuration(2000): {_spread(delays)}")
 
 
+@SIDE.test(seconds=40)
 def test_past_its_attempts_a_message_goes_to_the_dead_letter_queue(target: Target, client: GrpcClientProgram) -> None:
     topic, group = _names("dlq")
     target.create(topics={topic: "NORMAL"}, groups=[(group, False, 1)])  # two attempts in all
@@ -180,6 +192,7 @@ def test_past_its_attempts_a_message_goes_to_the_dead_letter_queue(target: Targe
     assert dlq == 2, f"{target.name}: {dlq} messages in %DLQ%{group}"
 
 
+@SIDE.test(seconds=12)
 def test_fifo_message_groups_are_consumed_in_order_by_a_push_consumer(target: Target,
                                                                        client: GrpcClientProgram) -> None:  # fmt: skip
     topic, group = _names("fifo")
@@ -197,6 +210,7 @@ def test_fifo_message_groups_are_consumed_in_order_by_a_push_consumer(target: Ta
         assert seq == [i for i in range(40) if f"g{i % 4}" == name], (name, seq)
 
 
+@SIDE.test(seconds=31)
 def test_a_push_consumers_failure_is_redelivered(target: Target, client: GrpcClientProgram) -> None:
     topic, group = _names("pushfail")
     target.create(topics={topic: "NORMAL"}, groups=[group])
@@ -214,6 +228,7 @@ def test_a_push_consumers_failure_is_redelivered(target: Target, client: GrpcCli
     print(f"\n{target.name} push FAILURE redelivered after {_spread(delays)}")
 
 
+@SIDE.test(seconds=7)
 def test_tls_and_plain_clients_share_the_port(target: Target, client: GrpcClientProgram) -> None:
     topic, group = _names("tls")
     target.create(topics={topic: "NORMAL"}, groups=[group])
@@ -223,6 +238,7 @@ def test_tls_and_plain_clients_share_the_port(target: Target, client: GrpcClient
     assert got["acked"] == 2
 
 
+@SIDE.test(seconds=9)
 def test_delayed_messages_arrive_at_their_time(target: Target, client: GrpcClientProgram) -> None:
     topic, group = _names("delay")
     target.create(topics={topic: "DELAY"}, groups=[group])
@@ -238,6 +254,7 @@ def test_delayed_messages_arrive_at_their_time(target: Target, client: GrpcClien
     print(f"\n{target.name} delay 4000 ms: received after the delivery time by {_spread(lateness)}")
 
 
+@SIDE.test(seconds=10)
 def test_transactions_end_as_decided(target: Target, client: GrpcClientProgram) -> None:
     topic, group = _names("tx")
     target.create(topics={topic: "TRANSACTION"}, groups=[group])
@@ -290,6 +307,7 @@ def test_acl_accounts_sign_grpc_clients(client: GrpcClientProgram, tmp_path: Pat
         assert "40100" in str(bad), bad
 
 
+@SIDE.test(seconds=15)
 def test_consumer_progress_shows_a_grpc_groups_real_lag(target: Target, client: GrpcClientProgram) -> None:
     """mqadmin consumerProgress (5.3.3 tools) on a gRPC group with 3 of 5 messages acked: rmqproxy
     shows the 2 not acked as its lag. The reference's answer is printed: its consumerProgress of a
