@@ -14,7 +14,9 @@ measure alternates between them (A, B; B, A in the next round):
     and against max(await, 5 s);
 (b) wake latency: a receive waiting (await 20 s) on an empty topic, then a SendMessage to it; the
     receive's message arriving minus the send's answer arriving, p50/p99/max over N wakes (both
-    calls on one asyncio loop of grpc.aio, so the client adds no hop between threads to either);
+    calls on one asyncio loop of grpc.aio, so the client adds no hop between threads to either).
+    For rmqproxy also server side: the woken receives' service_ms in its event log, from the
+    message's store waking the receive to its answer leaving the broker for the gRPC layer;
 (c) throughput: 1 KiB sends from T threads of the sync grpc client for D seconds after a 1 s ramp,
     msgs/s; then a consumer group drains that backlog from T threads (receives of 32, invisible
     30 s, one AckMessage per batch), msgs/s; with this client process's CPU and the server's: on a
@@ -483,14 +485,30 @@ async def _wakes(client: Client, wakes: int) -> tuple[list[float], int]:
 def wake_rounds(targets: list[Target], wakes: int, rounds: int) -> dict:
     """(b) on every target in interleaved rounds."""
     found: dict[str, tuple[list[float], int]] = {t.name: ([], 0) for t in targets}
+    since_ms = time.time() * 1000  # the warm-up's wakes went to the same topic
     for round_ in range(rounds):
         for target in in_order(targets, round_):
             count = share(wakes, rounds, round_)
             progress(f"{target.name}: {count} wakes")
             latencies, missed = wake_latency(target.client, count)
             found[target.name] = (found[target.name][0] + latencies, found[target.name][1] + missed)
-    return {name: {"wakes": wakes, "missed": missed, "await_s": 20.0, **spread(latencies, "latency_ms")}
-            for name, (latencies, missed) in found.items()}  # fmt: skip
+    time.sleep(1.0)  # rmqproxy's event log is flushed every 0.5 s
+    report = {name: {"wakes": wakes, "missed": missed, "await_s": 20.0, **spread(latencies, "latency_ms")}
+              for name, (latencies, missed) in found.items()}  # fmt: skip
+    for target in targets:
+        if target.logs is not None:
+            report[target.name]["server_side"] = server_wake(target.logs, TOPICS["wake"], since_ms)
+    return report
+
+
+def server_wake(logs: Path, topic: str, since_ms: float) -> dict:
+    """rmqproxy's own figure for (b): service_ms of the receives on ``topic`` since ``since_ms`` (epoch
+    ms) that a message woke, from the send's store waking the receive (in the same reactor turn) to its answer leaving the
+    broker for the gRPC layer: the server's part of a wake without either call's scheduling on
+    this machine, but also without the hop to grpc's thread and the write."""
+    woken = [e["service_ms"] for e in grpc_events(logs, topic)
+             if e["wake"] == "arrival" and e["held"] and e["arrived_ms"] >= since_ms]  # fmt: skip
+    return {"events": len(woken), **spread(woken, "server_wake_ms")}
 
 
 def wall(perf: float) -> float:
