@@ -502,10 +502,11 @@ def wake_rounds(targets: list[Target], wakes: int, rounds: int) -> dict:
 
 
 def server_wake(logs: Path, topic: str, since_ms: float) -> dict:
-    """rmqproxy's own figure for (b): service_ms of the receives on ``topic`` since ``since_ms`` (epoch
-    ms) that a message woke, from the send's store waking the receive (in the same reactor turn) to its answer leaving the
-    broker for the gRPC layer: the server's part of a wake without either call's scheduling on
-    this machine, but also without the hop to grpc's thread and the write."""
+    """rmqproxy's own figure for (b): service_ms of the receives on ``topic`` since ``since_ms``
+    (epoch ms) that a message woke, from the send's store waking the receive (in the same reactor
+    turn) to its answer leaving the broker for the gRPC layer: the server's part of a wake without
+    either call's scheduling on this machine, but also without the hop to grpc's thread and the
+    write."""
     woken = [e["service_ms"] for e in grpc_events(logs, topic)
              if e["wake"] == "arrival" and e["held"] and e["arrived_ms"] >= since_ms]  # fmt: skip
     return {"events": len(woken), **spread(woken, "server_wake_ms")}
