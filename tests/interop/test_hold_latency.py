@@ -1,6 +1,7 @@
 """Issue 7 with real clients: messages reach an idle push consumer well under 100 ms after their
 send (the Java client's own timestamps), woken by ``arrival``; with no producer, held pulls end
-by ``timeout`` after the client's 15 s suspend time."""
+by ``timeout`` after the client's 15 s suspend time. The messages go 1.5 s apart: each finds the
+consumer idle, its pull held since the previous message."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def test_idle_consumer_gets_each_message_at_once_and_idle_pulls_time_out(oracle_
     topic = f"HoldLatency{oracle_line.replace('.', '')}"
     with RunningServer(workdir=tmp_path / "server") as server:
         run = subprocess.run(
-            ["java", "-cp", build_classpath(oracle_line), str(PROGRAM), server.namesrv, topic, "3", "5000", "16000"],
+            ["java", "-cp", build_classpath(oracle_line), str(PROGRAM), server.namesrv, topic, "3", "1500", "16000"],
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         log_dir = server.store_dir / "logs"
