@@ -24,7 +24,8 @@ from typing import Any, NamedTuple
 
 from .codes import FLAG_ONEWAY
 from .command import RemotingCommand
-from .frame import DEFAULT_MAX_FRAME_BYTES, FrameDecoder
+from . import frame
+from .frame import DEFAULT_MAX_FRAME_BYTES
 
 REQUEST = "request"
 ANSWER = "answer"
@@ -50,7 +51,7 @@ class Incoming(NamedTuple):
 
 class RemotingPeer:
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, first_opaque: int = 1) -> None:
-        self.decoder = FrameDecoder(max_frame_bytes)  # its ``buffered_bytes``: an unfinished frame's, to bound
+        self.decoder = frame.FrameDecoder(max_frame_bytes)  # its ``buffered_bytes``: an unfinished frame's, to bound
         self._opaques = itertools.count(first_opaque)
         self._outstanding: dict[int, Outstanding] = {}
 

@@ -38,6 +38,7 @@ from typing import Any
 from twisted.logger import Logger
 
 from codec.codes import RequestCode, ResponseCode
+from codec import message as _message  # encode_message through it: codec.implementation rebinds it
 from codec.command import RemotingCommand
 from codec.headers import CheckTransactionStateRequestHeader
 from codec.message import (
@@ -47,7 +48,6 @@ from codec.message import (
     HostPort,
     Message,
     decode_message,
-    encode_message,
 )
 
 from .clients import ClientRegistry
@@ -302,7 +302,7 @@ class TransactionService:
             msg_id=key, transaction_id=key, offset_msg_id=copy.offset_msg_id,
         )  # fmt: skip
         conn.send_oneway(RemotingCommand(
-            code=RequestCode.CHECK_TRANSACTION_STATE, ext_fields=header.to_ext(), body=encode_message(shown),
+            code=RequestCode.CHECK_TRANSACTION_STATE, ext_fields=header.to_ext(), body=_message.encode_message(shown),
         ))  # fmt: skip
         return True
 

@@ -32,9 +32,10 @@ from pathlib import Path
 
 from twisted.logger import Logger
 
+from codec import message as _message  # encode_message through it: codec.implementation rebinds it
 from codec.errors import MessageError
 from codec.javacompat import string_hash
-from codec.message import MAGIC_V1, MAGIC_V2, HostPort, Message, encode_message
+from codec.message import MAGIC_V1, MAGIC_V2, HostPort, Message
 
 from ...core.config import FLUSH_SYNC
 from ...core.delay_levels import SCHEDULE_TOPIC, TIMER_TOPIC
@@ -206,7 +207,7 @@ class MessageStore:
             offset = cq.max_offset
         msg.queue_offset = offset
         try:
-            record = encode_message(msg)
+            record = _message.encode_message(msg)
         except MessageError as exc:
             return self._failed(_encode_failure(exc), exc.what)
         size = len(record)
@@ -253,7 +254,7 @@ class MessageStore:
                 msg.queue_offset = offset
                 offset += 1
                 try:
-                    record = encode_message(msg)
+                    record = _message.encode_message(msg)
                 except MessageError as exc:
                     return self._failed(_encode_failure(exc), exc.what)
                 if not self.commitlog.fits(len(record)):
