@@ -41,7 +41,6 @@ cdef object _OTHER = LanguageCode.OTHER
 cdef object _PY_TYPES = _headers._PY_TYPES
 cdef object _packed_ip = _message._packed_ip
 cdef object _topic_field = _message._topic_field
-cdef object _encode_properties = _message._encode_properties
 cdef object _crc32 = _message.crc32
 cdef object _RemotingCommand = _command.RemotingCommand
 cdef object _object_new = object.__new__
@@ -49,11 +48,15 @@ cdef object _object_setattr = object.__setattr__
 
 # The pure twins, for input off the fast path (taken before ``implementation`` rebinds anything).
 cdef object _pure_command_decode = _command.RemotingCommand.__dict__["decode"].__func__
+cdef object _pure_encode_header = _command.RemotingCommand.__dict__["encode_header"]
 cdef object _pure_decode_binary = _command._decode_binary
 cdef object _pure_encode_binary = _command._encode_binary
 cdef object _pure_int32 = _command._int32
 cdef object _pure_header_fields = _command._header_fields
 cdef object _pure_encode_message = _message.encode_message
+cdef object _pure_string_to_properties = _message.string_to_properties
+cdef object _pure_properties_to_string = _message.properties_to_string
+cdef Py_ssize_t _MAX_PROPERTIES_BYTES = _message.MAX_PROPERTIES_BYTES
 
 cdef long long _MIN_PAYLOAD = MIN_PAYLOAD_BYTES
 cdef int _SER_JSON = 0
@@ -196,6 +199,27 @@ def command_decode(cls, payload):
     command = _object_new(_RemotingCommand)
     _object_setattr(command, "__dict__", fields)
     return command
+
+
+def command_encode_header(self) -> bytes:
+    """Twin of ``RemotingCommand.encode_header`` (bound as the method): prefix, type word and header."""
+    cdef dict fields = self.__dict__
+    cdef long long serialize_type = -1
+    body = fields.get("body")
+    if (fields.get("_raw") is not None or type(body) is not bytes
+            or not _as_ll(fields.get("serialize_type"), _SER_JSON, _SER_ROCKETMQ, &serialize_type)):
+        return _pure_encode_header(self)  # a relayed header to patch, or input off the fast path
+    header = encode_json(self) if serialize_type == _SER_JSON else encode_binary(self)
+    cdef Py_ssize_t header_len = PyBytes_GET_SIZE(header)
+    cdef Py_ssize_t body_len = PyBytes_GET_SIZE(body)
+    if header_len > 0xFFFFFF or 4 + header_len + body_len > _INT32_MAX:
+        return _pure_encode_header(self)
+    out = PyBytes_FromStringAndSize(NULL, 8 + header_len)
+    cdef unsigned char* o = <unsigned char*>PyBytes_AS_STRING(out)
+    _put32(o, 4 + header_len + body_len)
+    _put32(o + 4, (serialize_type << 24) | header_len)
+    memcpy(o + 8, PyBytes_AS_STRING(header), header_len)
+    return out
 
 
 def decode_binary(header) -> dict:
@@ -488,6 +512,44 @@ def header_decode(self, ext):
     return header
 
 
+# --- properties ------------------------------------------------------------------------------
+
+
+def string_to_properties(text) -> dict:
+    """Twin of ``codec.message.string_to_properties``: per ``\\x02``-separated pair, the name up to
+    its first ``\\x01`` and the rest as value, both non-empty; others skipped, a later duplicate wins."""
+    if type(text) is not str:
+        return _pure_string_to_properties(text)
+    cdef dict result = {}
+    cdef str pair
+    cdef Py_ssize_t at
+    for pair in (<str>text).split("\x02"):
+        at = pair.find("\x01")
+        if 0 < at < len(pair) - 1:
+            result[pair[:at]] = pair[at + 1:]
+    return result
+
+
+def properties_to_string(properties) -> str:
+    """Twin of ``codec.message.properties_to_string``: ``k\\x01v`` pairs joined by ``\\x02``."""
+    if type(properties) is not dict:
+        return _pure_properties_to_string(properties)
+    cdef list pairs = []
+    for key, value in (<dict>properties).items():
+        if type(key) is not str or type(value) is not str:
+            return _pure_properties_to_string(properties)
+        pairs.append(<str>key + "\x01" + <str>value)
+    return "\x02".join(pairs)
+
+
+cdef bytes _encode_properties_fast(properties):
+    """``codec.message._encode_properties`` through the compiled ``properties_to_string``."""
+    raw = properties_to_string(properties).encode("utf-8", "surrogatepass")
+    if PyBytes_GET_SIZE(raw) > _MAX_PROPERTIES_BYTES:
+        raise MessageError(f"properties of {len(raw)} bytes exceed {_MAX_PROPERTIES_BYTES}")
+    return raw
+
+
 # --- stored records --------------------------------------------------------------------------
 
 
@@ -509,7 +571,8 @@ def encode_message(msg) -> bytes:
         sys_flag |= 0x20
     magic_obj = msg.magic
     topic_field = _topic_field(msg.topic, magic_obj)
-    props = _encode_properties(msg.properties) if msg.properties else b""
+    properties = msg.properties
+    props = _encode_properties_fast(properties) if properties else b""
     body = msg.body
     if type(body) is not bytes or type(born_ip) is not bytes or type(store_ip) is not bytes:
         return _pure_encode_message(msg)

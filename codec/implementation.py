@@ -62,6 +62,9 @@ def _hot_names(ext: Any) -> tuple[Hot, ...]:
         (command, "_decode_json", "decode_json"),
         (headers.HeaderCodec, "decode", "header_decode"),
         (message, "encode_message", "encode_message"),
+        (message, "string_to_properties", "string_to_properties"),
+        (message, "properties_to_string", "properties_to_string"),
+        (rc, "encode_header", "command_encode_header"),
     ]
     hot = [Hot(owner, attr, owner.__dict__[attr], getattr(ext, name, None)) for owner, attr, name in table]
     hot.append(Hot(rc, "decode", rc.__dict__["decode"], classmethod(ext.command_decode) if ext else None))

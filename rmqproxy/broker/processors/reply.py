@@ -13,10 +13,11 @@ from __future__ import annotations
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
+from codec import message as codec_message  # its hot names: codec.implementation rebinds them
 from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
 from codec.headers import ReplyMessageRequestHeader, SendMessageResponseHeader
-from codec.message import Message, properties_to_string, string_to_properties
+from codec.message import Message
 
 from ..clients import ClientRegistry
 from ...core.config import Config
@@ -47,7 +48,7 @@ class ReplyProcessor:
         if target.__class__ is RemotingCommand:
             return target
         _topic, queue_id = target
-        properties = string_to_properties(header.properties or "")
+        properties = codec_message.string_to_properties(header.properties or "")
         requester = properties.get("REPLY_TO_CLIENT")
         if not requester:
             return request.response(ResponseCode.SYSTEM_ERROR, "reply message properties[REPLY_TO_CLIENT] is null")
@@ -62,7 +63,7 @@ class ReplyProcessor:
         if requester_conn is None:
             return request.response(ResponseCode.SYSTEM_ERROR, f"push reply message fail, channel of <{requester}> not found.")
         now_ms = int(self.store.clock() * 1000)
-        push_props = properties_to_string({**properties, "PUSH_REPLY_TIME": str(now_ms)})
+        push_props = codec_message.properties_to_string({**properties, "PUSH_REPLY_TIME": str(now_ms)})
         born = conn.born_host
         push = ReplyMessageRequestHeader.CODEC.make(
             producer_group=header.producer_group, topic=header.topic, default_topic=header.default_topic,

@@ -14,10 +14,11 @@ from collections.abc import Callable
 
 from twisted.internet import defer
 
+from codec import message as codec_message  # its hot names: codec.implementation rebinds them
 from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
 from codec.headers import SendMessageResponseHeader
-from codec.message import BatchItem, Message, decode_batch, string_to_properties
+from codec.message import BatchItem, Message, decode_batch
 
 from ...core.config import Config
 from ...net.dispatch import Route
@@ -123,7 +124,7 @@ class SendProcessor:
         if target.__class__ is RemotingCommand:
             return target
         topic, queue_id = target
-        properties = string_to_properties(header.properties or "")
+        properties = codec_message.string_to_properties(header.properties or "")
         properties.pop("WAIT", None)
         deliver_ms, now_ms = None, 0
         if not TIMER_KEYS.isdisjoint(properties):  # rare: no call for the others
