@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from codec import command as command_module  # its hot names: codec.implementation rebinds them
 from codec.codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, RequestCode, ResponseCode, SerializeType, code_name
-from codec.command import RemotingCommand, _decode_json, _header_fields, decode_binary_with_construct
+from codec.command import RemotingCommand, decode_binary_with_construct
 from codec.errors import CodecError, HeaderError
 from codec.frame import encode_frame
 
@@ -220,7 +221,7 @@ def _reference_decode(data: bytes) -> dict:
         obj = json.loads(data)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise HeaderError(f"JSON header does not parse: {exc}", where=8) from None
-    return _header_fields(obj, exact=True)
+    return command_module._header_fields(obj, exact=True)
 
 
 def _decoded(data: bytes, decode) -> str:
@@ -240,7 +241,7 @@ def test_json_header_decode_agrees_with_json_loads(text: bytes, suffix: bytes, p
     """orjson first, json.loads for what it refuses or may read differently: the same fields
     (types included) as json.loads' reading, or the same refusal."""
     for data in _as_header(prefix + text + suffix):
-        assert _decoded(data, _decode_json) == _decoded(data, _reference_decode)
+        assert _decoded(data, command_module._decode_json) == _decoded(data, _reference_decode)
 
 
 @pytest.mark.parametrize("serialize", [SerializeType.JSON, SerializeType.ROCKETMQ])

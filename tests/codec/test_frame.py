@@ -8,19 +8,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from codec import frame as framing  # its hot names: codec.implementation rebinds them
 from codec.errors import CodecError, FrameError
-from codec.frame import FrameDecoder, encode_frame, frame_prefix
+from codec.frame import encode_frame, frame_prefix
 
 from .golden import FRAME_A, FRAME_B
 
 
 def test_whole_buffer_yields_each_frame_payload() -> None:
-    frames = FrameDecoder().feed(FRAME_A + FRAME_B)
+    frames = framing.FrameDecoder().feed(FRAME_A + FRAME_B)
     assert frames == [FRAME_A[4:], FRAME_B[4:]]
 
 
 def test_byte_by_byte_yields_the_same_frames() -> None:
-    decoder = FrameDecoder()
+    decoder = framing.FrameDecoder()
     out = []
     for i in range(len(FRAME_A + FRAME_B)):
         out += decoder.feed((FRAME_A + FRAME_B)[i : i + 1])
@@ -29,14 +30,14 @@ def test_byte_by_byte_yields_the_same_frames() -> None:
 
 
 def test_trailing_partial_frame_is_kept_for_the_next_chunk() -> None:
-    decoder = FrameDecoder()
+    decoder = framing.FrameDecoder()
     assert decoder.feed(FRAME_A + FRAME_B[:10]) == [FRAME_A[4:]]
     assert decoder.buffered_bytes == 10
     assert decoder.feed(FRAME_B[10:]) == [FRAME_B[4:]]
 
 
 def test_oversized_length_is_refused_from_the_prefix_alone() -> None:
-    decoder = FrameDecoder(max_frame_bytes=1024)
+    decoder = framing.FrameDecoder(max_frame_bytes=1024)
     with pytest.raises(FrameError) as info:
         decoder.feed(struct.pack(">i", 1021))  # 1021 + 4 > 1024
     assert info.value.close_connection
@@ -44,26 +45,26 @@ def test_oversized_length_is_refused_from_the_prefix_alone() -> None:
 
 
 def test_largest_frame_java_accepts_is_accepted() -> None:
-    decoder = FrameDecoder(max_frame_bytes=64)
+    decoder = framing.FrameDecoder(max_frame_bytes=64)
     payload = struct.pack(">i", 4) + b"{}".ljust(56, b" ")
     assert decoder.feed(struct.pack(">i", 60) + payload) == [payload]
 
 
 def test_default_cap_is_javas_16_mib_including_the_prefix() -> None:
-    decoder = FrameDecoder()
+    decoder = framing.FrameDecoder()
     assert decoder.feed(struct.pack(">i", 16 * 1024 * 1024 - 4)) == []
     with pytest.raises(FrameError):
-        FrameDecoder().feed(struct.pack(">i", 16 * 1024 * 1024 - 3))
+        framing.FrameDecoder().feed(struct.pack(">i", 16 * 1024 * 1024 - 3))
 
 
 @pytest.mark.parametrize("length", [-1, 0, 3, -(2**31)])
 def test_impossible_lengths_are_frame_errors(length: int) -> None:
     with pytest.raises(FrameError):
-        FrameDecoder().feed(struct.pack(">i", length))
+        framing.FrameDecoder().feed(struct.pack(">i", length))
 
 
 def test_decoder_stays_failed_after_an_error() -> None:
-    decoder = FrameDecoder(max_frame_bytes=100)
+    decoder = framing.FrameDecoder(max_frame_bytes=100)
     with pytest.raises(FrameError):
         decoder.feed(struct.pack(">i", 1000))
     with pytest.raises(FrameError):
@@ -83,7 +84,7 @@ def test_frame_prefix_counts_the_body_it_does_not_carry() -> None:
 
 @given(st.binary(max_size=2000), st.integers(min_value=1, max_value=64))
 def test_arbitrary_bytes_raise_only_codec_errors(data: bytes, chunk: int) -> None:
-    decoder = FrameDecoder(max_frame_bytes=4096)
+    decoder = framing.FrameDecoder(max_frame_bytes=4096)
     try:
         for i in range(0, len(data), chunk):
             for frame in decoder.feed(data[i : i + chunk]):
@@ -96,7 +97,7 @@ def test_arbitrary_bytes_raise_only_codec_errors(data: bytes, chunk: int) -> Non
 @given(st.lists(st.binary(min_size=4, max_size=300), max_size=8), st.integers(min_value=1, max_value=50))
 def test_any_chunking_gives_back_the_frames(payloads: list[bytes], chunk: int) -> None:
     stream = b"".join(struct.pack(">i", len(p)) + p for p in payloads)
-    decoder = FrameDecoder()
+    decoder = framing.FrameDecoder()
     out = []
     for i in range(0, len(stream), chunk):
         out += decoder.feed(stream[i : i + chunk])

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from codec import message as codec_message  # its hot names: codec.implementation rebinds them
 from codec.errors import CodecError, MessageError
 from codec.message import (
     MAGIC_V2,
@@ -26,8 +27,6 @@ from codec.message import (
     decode_offset_msg_id,
     decompress_body,
     encode_batch,
-    encode_message,
-    string_to_properties,
     tag_hash,
 )
 
@@ -55,12 +54,12 @@ def test_golden_record_decodes_to_the_documented_values() -> None:
 
 def test_golden_record_reencodes_byte_exact() -> None:
     msg, _ = decode_message(MESSAGE_C)
-    assert encode_message(msg) == MESSAGE_C
+    assert codec_message.encode_message(msg) == MESSAGE_C
 
 
 def test_ipv6_hosts_set_the_v6_sysflags_and_widen_the_record() -> None:
     msg = Message("T", b"x", born_host=HostPort("::1", 1), store_host=HostPort("fe80::2", 2), sys_flag=0x1)
-    record = encode_message(msg)
+    record = codec_message.encode_message(msg)
     back, _ = decode_message(record)
     assert back.sys_flag == 0x1 | 0x10 | 0x20
     assert len(record) == 91 + 24 + 1 + 1
@@ -69,14 +68,14 @@ def test_ipv6_hosts_set_the_v6_sysflags_and_widen_the_record() -> None:
 
 def test_v2_records_carry_a_two_byte_topic_length() -> None:
     topic = "T" * 200
-    record = encode_message(Message(topic, b"b", magic=MAGIC_V2))
+    record = codec_message.encode_message(Message(topic, b"b", magic=MAGIC_V2))
     assert decode_message(record)[0].topic == topic
     with pytest.raises(MessageError):
-        encode_message(Message(topic, b"b"))  # v1 allows 127 bytes
+        codec_message.encode_message(Message(topic, b"b"))  # v1 allows 127 bytes
 
 
 def test_many_records_decode_from_one_pull_body() -> None:
-    body = b"".join(encode_message(Message("T", bytes([i]) * i, queue_offset=i)) for i in range(32))
+    body = b"".join(codec_message.encode_message(Message("T", bytes([i]) * i, queue_offset=i)) for i in range(32))
     assert [m.queue_offset for m in decode_messages(body)] == list(range(32))
 
 
@@ -113,7 +112,7 @@ def test_crc_mismatch_is_detected_when_asked() -> None:
     ],
 )
 def test_properties_parse_as_java_does(text: str, expected: dict) -> None:
-    assert string_to_properties(text) == expected
+    assert codec_message.string_to_properties(text) == expected
 
 
 def _java_string2messageProperties(text: str) -> dict:
@@ -134,12 +133,12 @@ def _java_string2messageProperties(text: str) -> dict:
 
 @given(st.text(st.sampled_from("ab\x01\x02"), max_size=16))
 def test_property_parser_agrees_with_the_java_loop(text: str) -> None:
-    assert string_to_properties(text) == _java_string2messageProperties(text)
+    assert codec_message.string_to_properties(text) == _java_string2messageProperties(text)
 
 
 @given(messages())
 def test_every_message_round_trips(msg: Message) -> None:
-    record = encode_message(msg)
+    record = codec_message.encode_message(msg)
     back, end = decode_message(record, check_crc=True)
     assert end == len(record)
     derived = ("body_crc", "store_size", "sys_flag")
@@ -150,7 +149,7 @@ def test_every_message_round_trips(msg: Message) -> None:
 
 @given(messages())
 def test_fast_path_agrees_with_the_construct_declaration(msg: Message) -> None:
-    record = encode_message(msg)
+    record = codec_message.encode_message(msg)
     assert decode_message_with_construct(record) == decode_message(record)[0]
 
 
@@ -179,7 +178,7 @@ def test_arbitrary_bytes_raise_only_codec_errors(data: bytes) -> None:
 
 @given(messages(), st.data())
 def test_mutated_records_raise_only_codec_errors(msg: Message, data: st.DataObject) -> None:
-    record = bytearray(encode_message(msg))
+    record = bytearray(codec_message.encode_message(msg))
     for _ in range(3):
         record[data.draw(st.integers(0, len(record) - 1))] = data.draw(st.integers(0, 255))
     try:

@@ -9,6 +9,8 @@ import json
 
 import pytest
 
+from codec import frame as framing  # its hot names: codec.implementation rebinds them
+from codec import message as codec_message  # likewise
 from codec.bodies import (
     GetConsumerListByGroupResponseBody,
     HeartbeatData,
@@ -19,7 +21,6 @@ from codec.bodies import (
 )
 from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
-from codec.frame import FrameDecoder
 from codec.headers import REQUEST_HEADERS, RESPONSE_HEADERS
 from codec.message import (
     MESSAGE,
@@ -30,7 +31,6 @@ from codec.message import (
     decode_offset_msg_id,
     decompress_body,
     encode_batch,
-    encode_message,
 )
 
 from ..conftest import find_session_vectors
@@ -52,11 +52,24 @@ def _records() -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def session() -> list[tuple[dict, bytes, RemotingCommand]]:
+def sessions() -> dict[str, list[tuple[dict, bytes, RemotingCommand]]]:
+    """The decoded session of each codec implementation, decoded once per module."""
+    return {}
+
+
+@pytest.fixture
+def session(sessions: dict, codec_implementation: str) -> list[tuple[dict, bytes, RemotingCommand]]:
+    """The recorded session as decoded by the implementation this test runs on."""
+    if codec_implementation not in sessions:
+        sessions[codec_implementation] = _decoded_session()
+    return sessions[codec_implementation]
+
+
+def _decoded_session() -> list[tuple[dict, bytes, RemotingCommand]]:
     out = []
     for rec in _records():
         frame = bytes.fromhex(rec["frame_hex"])
-        (payload,) = FrameDecoder().feed(frame)
+        (payload,) = framing.FrameDecoder().feed(frame)
         out.append((rec, frame, RemotingCommand.decode(payload)))
     return out
 
@@ -142,12 +155,12 @@ def test_every_message_in_every_pull_answer_decodes(session: list) -> None:
         for msg in messages:
             raw = response.body[pos : pos + msg.store_size]
             pos += msg.store_size
-            if encode_message(msg) != raw:
+            if codec_message.encode_message(msg) != raw:
                 # The 4.9.7 broker appends the batch-level properties to each batch item, so
                 # those records carry WAIT twice; a later duplicate wins, and only then do the
                 # bytes differ from ours.
                 names = [p.split("\x01")[0] for p in MESSAGE.parse(raw).properties.decode().split("\x02")]
-                again = dataclasses.replace(decode_message(encode_message(msg))[0], store_size=msg.store_size)
+                again = dataclasses.replace(decode_message(codec_message.encode_message(msg))[0], store_size=msg.store_size)
                 assert len(names) > len(set(names)) and again == msg, msg
                 duplicated += 1
             assert msg.topic == request.ext_fields["topic"] or msg.topic.startswith("%RETRY%")

@@ -8,9 +8,9 @@ import pytest
 from twisted.internet import task
 from twisted.internet.testing import StringTransport
 
+from codec import frame as framing  # its hot names: codec.implementation rebinds them
 from codec.codes import FLAG_ONEWAY
 from codec.command import RemotingCommand
-from codec.frame import FrameDecoder
 from codec.peer import RemotingPeer
 from rmqproxy.net.outbound import SWEEP_S, OutboundRequests, RequestTimeout
 from rmqproxy.net.replies import ReplyBuffers, ReplyWriter
@@ -26,7 +26,7 @@ class Setup:
         self.writer = ReplyWriter(ReplyBuffers(1 << 20, 1 << 30))
         self.writer.attach(self.transport, "<peer>")
         self.out = OutboundRequests(self.peer, self.clock, self.writer)
-        self._frames = FrameDecoder()
+        self._frames = framing.FrameDecoder()
 
     def sent(self) -> list[RemotingCommand]:
         """The commands written since the last call."""

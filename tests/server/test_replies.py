@@ -7,9 +7,9 @@ from __future__ import annotations
 from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
 
+from codec import frame as framing  # its hot names: codec.implementation rebinds them
 from codec.codes import ResponseCode
 from codec.command import RemotingCommand
-from codec.frame import FrameDecoder
 from rmqproxy.net.rejects import REPLY_BUFFER_FULL
 from rmqproxy.net.replies import REPLY_FLUSH_BYTES, ReplyBuffers, ReplyWriter, WriteBatch
 
@@ -46,7 +46,7 @@ def _answer(opaque: int, body: bytes = b"") -> RemotingCommand:
 
 
 def _decoded(data: bytes) -> list[RemotingCommand]:
-    return [RemotingCommand.decode(p) for p in FrameDecoder(1 << 24).feed(data)]
+    return [RemotingCommand.decode(p) for p in framing.FrameDecoder(1 << 24).feed(data)]
 
 
 def _opaques(data: bytes) -> list[int]:

@@ -4,12 +4,12 @@ the reply topic, and refused with the reference's remarks when it cannot be deli
 
 from __future__ import annotations
 
+from codec import message as codec_message  # its hot names: codec.implementation rebinds them
 from codec.bodies import HeartbeatData, ProducerData
 from codec.codes import RequestCode as C
 from codec.codes import ResponseCode as R
 from codec.command import RemotingCommand
 from codec.headers import ReplyMessageRequestHeader
-from codec.message import string_to_properties
 
 from .harness import Client
 from .harness import send_header
@@ -45,7 +45,7 @@ def test_a_reply_is_pushed_to_its_requester_answered_and_stored(servers, tmp_pat
     assert responder.answer(opaque) is None  # waits for the requester
     push = answer_push(req)
     header = ReplyMessageRequestHeader.CODEC.decode(push.ext_fields)
-    props = string_to_properties(header.properties)
+    props = codec_message.string_to_properties(header.properties)
     assert push.body == b"the answer" and header.topic == REPLY_TOPIC
     assert props["CORRELATION_ID"] == "c-1" and props["REPLY_TO_CLIENT"] == req.client_id and "PUSH_REPLY_TIME" in props
     answer = responder.answer(opaque)

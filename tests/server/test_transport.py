@@ -8,8 +8,8 @@ from twisted.internet import defer, task
 from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
 
+from codec import frame as framing  # its hot names: codec.implementation rebinds them
 from codec.command import RemotingCommand
-from codec.frame import FrameDecoder
 from codec.errors import CodecError
 from rmqproxy.net.dispatch import Dispatcher, Route
 from rmqproxy.net.replies import ReplyBuffers
@@ -46,7 +46,7 @@ def _requests(*opaques: int, body: bytes = b"") -> bytes:
 
 
 def _opaques(data: bytes) -> list[int]:
-    return [RemotingCommand.decode(p).opaque for p in FrameDecoder().feed(data)]
+    return [RemotingCommand.decode(p).opaque for p in framing.FrameDecoder().feed(data)]
 
 
 def _echo(request: RemotingCommand, conn: Connection) -> RemotingCommand:
@@ -183,7 +183,7 @@ def test_past_its_in_flight_bound_a_connection_gets_system_busy_until_answers_la
     transport = StringTransport()
     conn, pending = _held(transport, max_in_flight=3)
     conn.dataReceived(_requests(1, 2, 3, 4))
-    (busy,) = [RemotingCommand.decode(p) for p in FrameDecoder().feed(transport.value())]
+    (busy,) = [RemotingCommand.decode(p) for p in framing.FrameDecoder().feed(transport.value())]
     assert (busy.opaque, busy.code) == (4, 2) and "maxInFlightRequestsPerConnection" in busy.remark
     transport.clear()
     pending[0].callback(b"")
@@ -201,7 +201,7 @@ def test_answers_landing_on_a_peer_that_does_not_read_stop_at_its_bound_as_syste
     for d in pending:
         d.callback(bytes(100_000))
     assert conn.paused
-    answers = [RemotingCommand.decode(p) for p in FrameDecoder().feed(transport.value())]
+    answers = [RemotingCommand.decode(p) for p in framing.FrameDecoder().feed(transport.value())]
     full = [a.opaque for a in answers if a.code == 0]
     busy = [a for a in answers if a.code == 2]
     assert len(transport.value()) < 64 * 1024 + 300_000 + 100_000 + 10 * 512
@@ -221,10 +221,10 @@ def test_the_total_bound_is_shared_by_every_connection() -> None:
     conn2.dataReceived(_requests(1, 2))
     for d in pending1:
         d.callback(bytes(100_000))
-    assert [RemotingCommand.decode(p).code for p in FrameDecoder().feed(first.value())] == [0, 0, 0]
+    assert [RemotingCommand.decode(p).code for p in framing.FrameDecoder().feed(first.value())] == [0, 0, 0]
     for d in pending2:  # the first fills the socket's share and pauses; conn1's answers took the rest
         d.callback(bytes(100_000))
-    assert [RemotingCommand.decode(p).code for p in FrameDecoder().feed(second.value())] == [0, 2]
+    assert [RemotingCommand.decode(p).code for p in framing.FrameDecoder().feed(second.value())] == [0, 2]
     conn1.connectionLost(None)  # a closed connection's bytes are freed too
     assert buffers.total == conn2.unread
 
@@ -249,7 +249,7 @@ def test_dispatch_answers_a_codec_error_with_its_own_code_or_closes_when_it_says
     conn = Connection(dispatcher, task.Clock(), max_frame_bytes=1 << 20)
     conn.makeConnection(transport)
     conn.dataReceived(RemotingCommand(code=9001, opaque=1).encode())
-    (answer,) = [RemotingCommand.decode(p) for p in FrameDecoder().feed(transport.value())]
+    (answer,) = [RemotingCommand.decode(p) for p in framing.FrameDecoder().feed(transport.value())]
     assert (answer.code, answer.remark) == (2, "what went wrong")
     transport.clear()
     conn.dataReceived(RemotingCommand(code=9002, opaque=2).encode())

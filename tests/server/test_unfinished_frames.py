@@ -10,8 +10,8 @@ from twisted.internet import task
 from twisted.internet.address import IPv4Address
 from twisted.internet.testing import StringTransport
 
+from codec import frame as framing  # its hot names: codec.implementation rebinds them
 from codec.command import RemotingCommand
-from codec.frame import FrameDecoder
 from rmqproxy.core.config import Config, load
 from rmqproxy.net.rejects import FRAME_STALLED, UNFINISHED_FRAMES_FULL
 from rmqproxy.net.transport import Connection
@@ -50,7 +50,7 @@ def _request(opaque: int, body_size: int = 0) -> bytes:
 
 
 def _opaques(transport: StringTransport) -> list[int]:
-    return [RemotingCommand.decode(p).opaque for p in FrameDecoder(1 << 24).feed(transport.value())]
+    return [RemotingCommand.decode(p).opaque for p in framing.FrameDecoder(1 << 24).feed(transport.value())]
 
 
 def _closed(transport: StringTransport) -> bool:
@@ -185,7 +185,7 @@ def test_a_stall_timeout_of_zero_never_closes() -> None:
 
 
 def test_the_decoder_counts_what_it_holds_after_dropping_what_it_handed_out() -> None:
-    decoder = FrameDecoder(1 << 20)
+    decoder = framing.FrameDecoder(1 << 20)
     whole = _request(1, 70_000)
     decoder.feed(whole + whole + _request(2, 1000)[:300])  # 140 KB handed out: the buffer is compacted
     assert decoder.buffered_bytes == 300

@@ -1,4 +1,5 @@
-"""Store test helpers: small segments, a fixed clock, and an in-process crash."""
+"""Store test helpers: small segments, a fixed clock, and an in-process crash. Every store test runs
+on both codec implementations (tests/implementations.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import pytest
 
 from codec.message import HostPort, Message
 from rmqproxy.broker.store import MessageStore, StoreConfig
+from tests import implementations
+
+codec_implementation = implementations.codec_implementation  # autouse: pytest finds it here
 
 SMALL = StoreConfig(
     mapped_file_size_commit_log=64 * 1024,

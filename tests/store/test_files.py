@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from codec.message import decode_message, encode_message
+from codec import message as codec_message  # its hot names: codec.implementation rebinds them
+from codec.message import decode_message
 from rmqproxy.broker.store.commitlog import CommitLog
 from rmqproxy.broker.store.consumequeue import UNIT, ConsumeQueue
 from rmqproxy.broker.store.mapped import Segment, _allocate
@@ -76,7 +77,7 @@ def test_commit_log_appends_after_truncation_go_where_it_ended(tmp_path: Path) -
     """The append fast path remembers the segment and its allocated end; truncation must reset it."""
     allocate = _Recorder()
     log = CommitLog(tmp_path / "log", 4096, allocate)
-    record = encode_message(msg(body=bytes(1000)))
+    record = codec_message.encode_message(msg(body=bytes(1000)))
     offsets = [log.append(record) for _ in range(5)]  # three per segment, so two segments
     assert offsets[3] == 4096 and log.files.segment_for(4096) is not None
     log.truncate(offsets[1])

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from codec.message import HostPort, Message, decode_message, encode_message
+from codec import message as codec_message  # its hot names: codec.implementation rebinds them
+from codec.message import HostPort, Message, decode_message
 from rmqproxy.broker.store.commitlog import CommitLog
 from rmqproxy.broker.store.flush import Flusher, FlushRound
 from rmqproxy.broker.store.index import KeyIndex
@@ -50,7 +51,7 @@ class Parts:
         message.queue_offset = self.next_offset.get(key, 0)
         self.next_offset[key] = message.queue_offset + 1
         message.store_host = HostPort("127.0.0.1", 10911)
-        record = encode_message(message)
+        record = codec_message.encode_message(message)
         phys = self.commitlog.append(record)
         message.store_size = len(record)
         if dispatch:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from hypothesis import event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from codec.message import decode_messages
 from rmqproxy.broker.store import GetStatus, MessageStore
@@ -120,7 +120,12 @@ class StoreMachine(RuleBasedStateMachine):
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-StoreMachine.TestCase.settings = settings(
+MACHINE_SETTINGS = settings(
     max_examples=int(os.environ.get("RMQ_SM_EXAMPLES", "40")), stateful_step_count=30, deadline=None
 )
-test_store_matches_its_model = StoreMachine.TestCase
+
+
+def test_store_matches_its_model() -> None:
+    """A plain test rather than ``StoreMachine.TestCase``, so that it runs on each codec implementation
+    (a unittest case takes no parametrized fixture)."""
+    run_state_machine_as_test(StoreMachine, settings=MACHINE_SETTINGS)
