@@ -2,7 +2,7 @@
 
 The choice is made once, when ``codec`` is imported: compiled when the extension imports, pure
 when it does not (not built: no C compiler at install) or when ``RMQPROXY_PURE_PYTHON`` is set to
-anything but ``0`` (then the extension is not even imported). ``DESCRIPTION`` says which and why,
+anything but ``0`` (then the extension is not even imported). ``describe()`` says which and why,
 for the start-up log and ``rmqproxy --version``.
 
 The hot modules keep their pure code and call through module-level names; ``use(kind)`` rebinds
@@ -75,8 +75,6 @@ HOT = _hot_names(_speedups)
 
 #: The implementation the codec starts with: compiled whenever it can be.
 DEFAULT = PURE if _speedups is None else COMPILED
-#: Which implementation runs by default and why: "compiled", or "pure: <reason>".
-DESCRIPTION = COMPILED if _speedups is not None else f"{PURE}: {_WHY_PURE}"
 
 _active = PURE
 
@@ -94,6 +92,13 @@ def unavailable_reason() -> str:
 def active() -> str:
     """The implementation now bound: "compiled" or "pure"."""
     return _active
+
+
+def describe() -> str:
+    """The implementation now bound and why: "compiled", or "pure: <reason>"."""
+    if _active == COMPILED:
+        return COMPILED
+    return f"{PURE}: {_WHY_PURE or 'chosen in process (codec.implementation.use)'}"
 
 
 def use(kind: str) -> str:

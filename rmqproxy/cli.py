@@ -10,6 +10,8 @@ from pathlib import Path
 
 import click
 
+from codec import implementation as codec_implementation
+
 from . import __version__
 from .observe import rollup
 from .core.clocks import monotonic_reactor
@@ -17,7 +19,8 @@ from .core.config import SETTINGS, load
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="rmqproxy")
+@click.version_option(__version__, prog_name="rmqproxy",  # and which codec runs (README, Install)
+                      message=f"%(prog)s, version %(version)s (codec: {codec_implementation.describe().replace('%', '%%')})")
 def main() -> None:
     """rmqproxy: RocketMQ name server and broker that measures pull hold and service time."""
 

@@ -12,6 +12,8 @@ from twisted.internet import defer
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 
+from codec import implementation as codec_implementation
+
 from .acl import RELOAD_S as ACL_RELOAD_S
 from .acl import AccessControl
 from .brokerstats import BrokerStats
@@ -213,9 +215,9 @@ class Server:
             addresses += f", gRPC {config.bind_address}:{self.grpc_front.bound_port}"
         log.info(
             "rmqproxy listening on {addresses} (name server and broker; routes advertise {advertised}; fast port "
-            "{fast}), store {store} ({flush})",
+            "{fast}), store {store} ({flush}), codec {codec}",
             addresses=addresses, advertised=config.advertised_address, fast=config.fast_port or "off",
-            store=config.store_dir, flush=config.flush_disk_type,
+            store=config.store_dir, flush=config.flush_disk_type, codec=codec_implementation.describe(),
         )  # fmt: skip
 
     def _start_grpc(self) -> None:

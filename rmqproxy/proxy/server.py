@@ -19,6 +19,7 @@ from twisted.internet.interfaces import IListeningPort
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 
+from codec import implementation as codec_implementation
 from codec.codes import RequestCode, ResponseCode
 from codec.command import RemotingCommand
 from codec.errors import CodecError
@@ -105,8 +106,9 @@ class ProxyServer:
         unused = sorted({s.key for s in SETTINGS if not s.proxy and getattr(config, s.field) != s.default} | set(config.extra))
         if unused:
             log.warn("keys proxy mode does not use, ignored: {keys}", keys=", ".join(unused))
-        log.info("rmqproxy proxy listening on {host}:{port} (name server) in front of {upstream}",
-                 host=config.bind_address, port=config.listen_port, upstream=config.namesrv_addr)  # fmt: skip
+        log.info("rmqproxy proxy listening on {host}:{port} (name server) in front of {upstream}, codec {codec}",
+                 host=config.bind_address, port=config.listen_port, upstream=config.namesrv_addr,
+                 codec=codec_implementation.describe())  # fmt: skip
         return self._prime()
 
     def _prime(self) -> defer.Deferred:
