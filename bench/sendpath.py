@@ -7,7 +7,10 @@ test harness (``tests/server/harness.py``: real store in a temporary directory, 
 reads of 8 frames, the pipelining the Java client shows under 16 sending threads. The first tenth
 warms up; the rest is timed in CPU seconds of this process. ``--profile`` adds cProfile's top
 functions by own time (cProfile slows every call about fourfold, so read it for shares, not
-microseconds). Run: ``python bench/sendpath.py [--messages N] [--profile]``.
+microseconds). ``--implementation`` picks the codec (``codec.implementation``): ``both`` alternates
+pure and compiled runs (``--runs`` of each, interleaved so drift hits both alike) and reports every
+run and the median of each. Run: ``python bench/sendpath.py [--messages N] [--profile]
+[--implementation pure|compiled|both] [--runs N]``.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import io
 import json
 import os
 import pstats
+import statistics
 import sys
 import tempfile
 import time
@@ -25,8 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from machine import machine  # noqa: E402
+from machine import commit, machine  # noqa: E402
 
+from codec import implementation  # noqa: E402
 from codec.codes import RequestCode  # noqa: E402
 from codec.command import RemotingCommand  # noqa: E402
 from codec.headers import REQUEST_HEADERS  # noqa: E402
@@ -90,13 +95,31 @@ def measure(messages: int, profile: bool) -> dict:
     return report
 
 
+def compare(kinds: list[str], runs: int, messages: int, profile: bool) -> dict:
+    """``runs`` measurements of each codec implementation in ``kinds``, interleaved (A B A B): each
+    implementation's runs and the median of their cpu_us_per_message."""
+    measured: dict[str, list[dict]] = {kind: [] for kind in kinds}
+    for _ in range(runs):
+        for kind in kinds:
+            implementation.use(kind)
+            measured[kind].append(measure(messages, profile))
+    return {
+        kind: {"cpu_us_per_message": statistics.median(r["cpu_us_per_message"] for r in reports),
+               "runs_cpu_us_per_message": [r["cpu_us_per_message"] for r in reports], "runs": reports}
+        for kind, reports in measured.items()
+    }  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--implementation", choices=["pure", "compiled", "both"], default=implementation.DEFAULT)
+    parser.add_argument("--runs", type=int, default=1, help="measurements of each implementation")
     args = parser.parse_args(argv)
-    print(json.dumps({"benchmark": "sendpath", "machine": machine(), "results": measure(args.messages, args.profile)},
-                     indent=2))  # fmt: skip
+    kinds = ["pure", "compiled"] if args.implementation == "both" else [args.implementation]
+    results = compare(kinds, args.runs, args.messages, args.profile)
+    print(json.dumps({"benchmark": "sendpath", "commit": commit(), "machine": machine(), "results": results}, indent=2))
 
 
 if __name__ == "__main__":
