@@ -461,30 +461,28 @@ def header_decode(self, ext):
         ext = {}
     cdef bint is_dict = type(ext) is dict
     cdef dict values = (<dict?>self._defaults).copy()
-    cdef tuple step
     cdef PyObject* found
     cdef Py_ssize_t n, i
     cdef long long number
     cdef Py_UCS4 ch
     cdef bint digits
     for step in <tuple?>self._plan:
-        wire = step[0]
+        wire, attr, parse, short, required, f = <tuple>step
         if is_dict:
             found = PyDict_GetItem(<dict>ext, wire)
             text = None if found is NULL else <object>found
         else:
             text = ext.get(wire)
         if text is None:
-            if step[4]:
+            if required:
                 raise CustomHeaderError(f"the custom field <{wire}> is null", where=self.java_name)
             continue
-        parse = step[2]
         if parse is None:
-            values[step[1]] = text
+            values[attr] = text
             continue
         if type(text) is str:
             n = len(<str>text)
-            if n < <Py_ssize_t>step[3] and n > 0:
+            if n < <Py_ssize_t>short and n > 0:
                 digits = True
                 number = 0
                 for i in range(n):
@@ -494,15 +492,14 @@ def header_decode(self, ext):
                         break
                     number = number * 10 + (<long long>ch - 48)
                 if digits:
-                    values[step[1]] = number
+                    values[attr] = number
                     continue
-        elif len(text) < step[3] and text.isdigit() and text.isascii():
-            values[step[1]] = int(text)
+        elif len(text) < short and text.isdigit() and text.isascii():
+            values[attr] = int(text)
             continue
         try:
-            values[step[1]] = parse(text)
+            values[attr] = parse(text)
         except ValueError:
-            f = step[5]
             raise CustomHeaderError(
                 f"the custom field <{wire}> has {text!r:.40}, not a {_PY_TYPES[f.type].__name__}",
                 where=self.java_name,
