@@ -7,7 +7,8 @@ under CI, where it fails: CI must prove both paths.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Iterator, Mapping
 
 import pytest
 
@@ -26,3 +27,13 @@ def codec_implementation(request: pytest.FixtureRequest) -> Iterator[str]:
         yield kind
     finally:
         implementation.use(previous)
+
+
+def child_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) for a child Python process that must run
+    the implementation bound here: a test's [pure] run would otherwise start a compiled child."""
+    env = dict(os.environ if base is None else base)
+    env.pop(implementation.ENV, None)
+    if implementation.active() == implementation.PURE:
+        env[implementation.ENV] = "1"
+    return env

@@ -16,6 +16,7 @@ from rmqproxy.core.config import Config
 from rmqproxy.net.fastport import FastPortTaken
 from rmqproxy.broker.server import Server
 
+from tests.implementations import child_env
 from tests.interop.server import free_port
 
 from .harness import Client, FakeReactor
@@ -74,7 +75,7 @@ def test_the_real_command_exits_when_its_fast_port_is_taken(tmp_path: Path) -> N
         proc = subprocess.run(
             [sys.executable, "-m", "rmqproxy.cli", "serve", "--bind-address", "127.0.0.1", "--listen-port",
              str(fast + 2), "--store-path-root-dir", str(tmp_path / "store"), "--metrics-prom-exporter-port", "0", "--grpc-server-port", "0"],
-            capture_output=True, text=True, timeout=60, check=False,
+            capture_output=True, text=True, timeout=60, check=False, env=child_env(),
         )  # fmt: skip
     assert proc.returncode != 0
     assert f"fast (VIP) port 127.0.0.1:{fast}" in proc.stderr and "fastPortEnable=false" in proc.stderr

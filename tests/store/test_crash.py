@@ -11,6 +11,8 @@ import sys
 from codec.message import decode_messages
 from rmqproxy.broker.store import GetStatus, MessageStore
 
+from tests.implementations import child_env
+
 from .crash_writer import CONFIG, QUEUES, payload
 
 KILLS = int(os.environ.get("RMQ_CRASH_KILLS", "50"))
@@ -36,7 +38,7 @@ def test_acknowledged_messages_survive_kill_9(tmp_path) -> None:
     root = tmp_path / "store"
     acked: dict[tuple[str, int, int], int] = {}
     next_seq = 0
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    env = child_env({**os.environ, "PYTHONPATH": os.getcwd()})
     for kill in range(KILLS):
         child = subprocess.Popen(
             [sys.executable, "-m", "tests.store.crash_writer", str(root), str(next_seq)],

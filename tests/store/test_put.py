@@ -10,6 +10,7 @@ import textwrap
 
 from codec.message import decode_message, decode_messages
 from rmqproxy.broker.store import FLUSH_SYNC, MessageStore, PutStatus, StoreConfig
+from tests.implementations import child_env
 
 from .conftest import SMALL, msg
 
@@ -160,7 +161,8 @@ def test_disk_full_fails_the_put_cleanly_and_keeps_acknowledged_data(tmp_path) -
         store.shutdown()
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=os.getcwd(), timeout=60)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=os.getcwd(), timeout=60,
+                         env=child_env())  # fmt: skip
     assert out.returncode == 0, out.stderr
     status, count = out.stdout.split()[1:3]
     assert status == "CREATE_MAPPED_FILE_FAILED" and int(count) == 7  # 7 records fill the first segment
