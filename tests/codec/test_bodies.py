@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from codec import bodies
+from codec import bodies, implementation
 from codec.bodies import (
     BOOL,
     DOUBLE,
@@ -42,6 +42,19 @@ from codec.errors import BodyError, CodecError
 from codec.jsonjava import loads
 
 from .strategies import int32, int64
+
+
+@pytest.fixture(autouse=True)
+def codec_implementation() -> str:
+    """Overrides the conftest's: the JSON bodies have no compiled twin (``codec.implementation.HOT``
+    names none of theirs), so a second run would only repeat the first."""
+    return implementation.active()
+
+
+def test_the_bodies_have_no_compiled_twin() -> None:
+    """What lets this module run once: no hot name belongs to the bodies or their JSON."""
+    owners = {getattr(hot.owner, "__module__", None) or hot.owner.__name__ for hot in implementation.HOT}
+    assert owners and not owners & {bodies.__name__, "codec.jsonjava"}, owners
 
 HEARTBEAT = (
     b'{"clientID":"192.0.2.2@23984#12257133659493","consumerDataSet":[{"consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET",'
