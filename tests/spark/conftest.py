@@ -7,10 +7,12 @@ interpreter, so any Python worker (and the local-cluster test's executors) match
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import shutil
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +57,23 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         yield session
     finally:
         session.stop()
+
+
+_REAL_LOG = Path(__file__).resolve().parent / "test_interop_real_log.py"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def real_log_runs(request: pytest.FixtureRequest,
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[concurrent.futures.Future | None]:
+    """The Java client runs test_interop_real_log.py reads, started with the first Spark test when
+    that module's tests are selected and Java is there: they are about 35 s of mostly waiting
+    (15 s long polls), which the other Spark tests then overlap. None when not started."""
+    from tests.interop.maven import missing_tools
+
+    if missing_tools() or not any(Path(str(item.path)) == _REAL_LOG for item in request.session.items):
+        yield None
+        return
+    from .test_interop_real_log import run_clients
+
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="real-log") as pool:
+        yield pool.submit(run_clients, tmp_path_factory.mktemp("interop-real-log"))

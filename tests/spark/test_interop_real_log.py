@@ -1,15 +1,15 @@
 """hold_report on a real event log: ``rmqproxy serve`` driven by the Apache RocketMQ 4.9.8 Java
 client (tests/interop/java/HoldLatency.java: an idle push consumer whose pulls time out at 15 s,
 then three messages that wake held pulls), and the same client through ``rmqproxy proxy`` in front
-of the 4.9.7 broker. The two clients are mostly waits, so they run side by side (the module's
-fixture); each test reads its own log."""
+of the 4.9.7 broker. The two clients are mostly waits, so they run side by side, and from the start
+of the Spark tests on, beside them (``real_log_runs`` in conftest.py); each test reads its own log."""
 
 from __future__ import annotations
 
 import concurrent.futures
 import json
 import subprocess
-from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,15 +30,12 @@ def _hold_latency(namesrv: str, topic: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def client_runs(spark: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, Any]]]:
+def run_clients(root: Path) -> dict[str, dict[str, Any]]:
     """The client run against ``rmqproxy serve`` and the one through the proxy, at the same time:
     per case its process, the directory of the pull log, and (proxy) the proxy's pull events."""
     from tests.interop.apache_broker import ApacheBroker
     from tests.interop.server import RunningProxy
 
-    require_java_tools("the hold report on a real log")
-    root = tmp_path_factory.mktemp("interop-real-log")
     with (
         RunningServer(workdir=root / "server") as server,
         ApacheBroker() as broker,
@@ -49,10 +46,18 @@ def client_runs(spark: object, tmp_path_factory: pytest.TempPathFactory) -> Iter
         proxy_f = pool.submit(_hold_latency, proxy.namesrv, PROXY_TOPIC)
         serve_run, proxy_run = serve_f.result(), proxy_f.result()
         proxy_events = [e for e in proxy.pull_events() if e["topic"] == PROXY_TOPIC]
-    yield {
+    return {
         "serve": {"run": serve_run, "log_dir": server.store_dir / "logs"},
         "proxy": {"run": proxy_run, "log_dir": proxy.workdir / "pulls", "events": proxy_events},
     }
+
+
+@pytest.fixture(scope="module")
+def client_runs(spark: object, real_log_runs: concurrent.futures.Future | None) -> dict[str, dict[str, Any]]:
+    """``run_clients``' outcome: started with the Spark tests (conftest.py), as it is mostly waits."""
+    require_java_tools("the hold report on a real log")
+    assert real_log_runs is not None, "conftest.py starts the runs whenever a test of this module is selected"
+    return real_log_runs.result()
 
 
 @pytest.mark.interop
