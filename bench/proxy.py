@@ -51,7 +51,8 @@ under 0.1 cores of it, and a run that saw 0.15 cores or more is run again (``--r
 
 Run: ``python bench/proxy.py [--pairs N] [--messages N] [--latency-messages N] [--warmup S]
 [--idle-pulls N] [--suspends 1,5,15] [--wakes N] [--held N] [--kills N] [--direct-handoff once|skip]
-[--no-scrape | --scrape-interval S] [--quiet-wait S] [--retries N]``; ``--quick`` shrinks every
+[--phases latency,send,idle,wake,held,handoff] [--no-scrape | --scrape-interval S] [--quiet-wait S]
+[--retries N]``; ``--quick`` shrinks every
 default (2 pairs, 20,000 messages, ...; explicit options still win). On an idle 2-core machine
 the defaults take about 30 minutes, ``--quick`` about 10 (plus any waits for other jobs).
 """
@@ -96,6 +97,8 @@ TARGETS = {
 QUIET_CORES = 0.15
 #: Before a phase, wait for a window with less foreign load than this.
 QUIET_CORES_WAIT = 0.1
+#: The workloads, in the order a pair runs them (``--phases``); ``handoff`` runs once, after the pairs.
+PHASES = ("latency", "send", "idle", "wake", "held", "handoff")
 QUICK = {"pairs": 2, "messages": 20_000, "latency_messages": 3_000, "warmup": 3, "idle_pulls": 200, "wakes": 300,
          "held": 10_000, "kills": 2, "direct_handoff": "skip"}  # fmt: skip
 FULL = {"pairs": 4, "messages": 200_000, "latency_messages": 20_000, "warmup": 10, "idle_pulls": 1000, "wakes": 2000,
@@ -353,8 +356,10 @@ class Bench:
             out["seconds"] = round(time.monotonic() - started)
             return out
 
-        pair["latency_1_thread"] = each(
-            "1-thread send", lambda s, tag: self.send(s, f"PxLat{tag}", args.latency_messages, 1))
+        phases = args.phases
+        if "latency" in phases:
+            pair["latency_1_thread"] = each(
+                "1-thread send", lambda s, tag: self.send(s, f"PxLat{tag}", args.latency_messages, 1))
 
         def send_and_drain(s: Side, tag: str) -> dict:
             """The 16-thread send, then the drain of what it sent (one unit: a drain cannot be run
@@ -370,20 +375,23 @@ class Bench:
             return {"send": sent, "drain": drained,
                     "foreign_cpu_share": max(sent["foreign_cpu_share"], drained["foreign_cpu_share"])}  # fmt: skip
 
-        both = each("16-thread send and drain", send_and_drain)
-        for figure, part in (("send_16_threads", "send"), ("drain", "drain")):
+        both = each("16-thread send and drain", send_and_drain) if "send" in phases else {}
+        for figure, part in (("send_16_threads", "send"), ("drain", "drain")) if both else ():
             pair[figure] = {s.name: {**both[s.name].get(part, both[s.name]),
                                      **{k: v for k, v in both[s.name].items()
                                         if k not in ("send", "drain", "foreign_cpu_share")}}
                             for s in order}  # fmt: skip
             pair[figure]["seconds"] = both["seconds"]
-        pair["idle_overshoot"] = {
-            f"{suspend:g}s": each(f"idle {suspend:g}s", lambda s, tag, t=suspend: self.idle_overshoot(
-                s, f"PxIdle{t:g}{tag}", t))
-            for suspend in args.suspends
-        }  # fmt: skip
-        pair["wake_latency"] = each("wake", lambda s, tag: self.wake(s, f"PxWake{tag}"))
-        pair["held"] = each("held", lambda s, tag: self.many_held(s, f"PxHeld{tag}"))
+        if "idle" in phases:
+            pair["idle_overshoot"] = {
+                f"{suspend:g}s": each(f"idle {suspend:g}s", lambda s, tag, t=suspend: self.idle_overshoot(
+                    s, f"PxIdle{t:g}{tag}", t))
+                for suspend in args.suspends
+            }  # fmt: skip
+        if "wake" in phases:
+            pair["wake_latency"] = each("wake", lambda s, tag: self.wake(s, f"PxWake{tag}"))
+        if "held" in phases:
+            pair["held"] = each("held", lambda s, tag: self.many_held(s, f"PxHeld{tag}"))
         pair["proxy_rss_mb"] = round(current_rss(self.proxy.pid) / 1e6, 1)
         return pair
 
@@ -727,6 +735,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--held", type=int)
     parser.add_argument("--kills", type=int, help="kill -9 handoffs through the proxy")
     parser.add_argument("--direct-handoff", choices=("once", "skip"))
+    parser.add_argument("--phases", default=",".join(PHASES),
+                        help=f"the workloads to run, of {','.join(PHASES)} (default: all); the figures of the "
+                        "others are null")  # fmt: skip
     parser.add_argument("--no-scrape", action="store_true", help="do not scrape the proxy's /metrics")
     parser.add_argument("--scrape-interval", type=float, default=1.0,
                         help="seconds between scrapes of the proxy's /metrics while it is measured (e2e.py: 1)")
@@ -740,6 +751,9 @@ def main(argv: list[str] | None = None) -> None:
         if getattr(args, key) is None:
             setattr(args, key, default)
     args.suspends = [float(x) for x in args.suspends.split(",")]
+    args.phases = [x.strip() for x in args.phases.split(",") if x.strip()]
+    if unknown := set(args.phases) - set(PHASES):
+        parser.error(f"unknown phases {sorted(unknown)}: choose from {','.join(PHASES)}")
     began = time.monotonic()
     report: dict = {
         "benchmark": "proxy", "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(),
@@ -767,7 +781,7 @@ def main(argv: list[str] | None = None) -> None:
             pairs[-1]["seconds"] = round(time.monotonic() - started)
             print(f"pair {i + 1} of {args.pairs} done: {json.dumps(pairs[-1])}", file=sys.stderr, flush=True)
         started = time.monotonic()
-        handoff = bench.handoffs(Path(tmp))
+        handoff = bench.handoffs(Path(tmp)) if "handoff" in args.phases else {}
         handoff["seconds"] = round(time.monotonic() - started)
         report["figures"] = summarize(pairs, handoff, args)
         report["pairs"] = pairs

@@ -15,7 +15,7 @@ from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.limits cimport LLONG_MAX, LLONG_MIN
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 from orjson import JSONDecodeError as _OrjsonError
 from orjson import loads as _orjson_loads
@@ -48,6 +48,8 @@ cdef object _object_setattr = object.__setattr__
 
 # The pure twins, for input off the fast path (taken before ``implementation`` rebinds anything).
 cdef object _pure_command_decode = _command.RemotingCommand.__dict__["decode"].__func__
+cdef object _pure_peek = _command.peek
+cdef object _pure_peek_answer = _command.peek_answer
 cdef object _pure_encode_header = _command.RemotingCommand.__dict__["encode_header"]
 cdef object _pure_decode_binary = _command._decode_binary
 cdef object _pure_encode_binary = _command._encode_binary
@@ -199,6 +201,80 @@ def command_decode(cls, payload):
     command = _object_new(_RemotingCommand)
     _object_setattr(command, "__dict__", fields)
     return command
+
+
+def command_peek(payload):
+    """Twin of ``codec.command.peek``: (code, flag, opaque) of a payload whose header is valid."""
+    if type(payload) is not bytes:
+        return _pure_peek(payload)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(payload)
+    if size < 4:
+        raise HeaderError(f"frame payload of {size} bytes has no header length", where=0)
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(payload)
+    cdef unsigned int word = <unsigned int>_i32(p)
+    cdef int serialize_type = (word >> 24) & 0xFF
+    cdef Py_ssize_t header_len = word & 0xFFFFFF
+    if header_len > size - 4:
+        raise HeaderError(f"header length {header_len} exceeds frame payload {size - 4}", where=4)
+    header = PyBytes_FromStringAndSize(<const char*>p + 4, header_len)
+    cdef dict fields
+    if serialize_type == _SER_JSON:
+        fields = decode_json(header)
+    elif serialize_type == _SER_ROCKETMQ:
+        fields = decode_binary(header)
+    else:
+        raise HeaderError(f"unknown serialize type {serialize_type}", where=4)
+    return (fields["code"], fields["flag"], fields["opaque"])
+
+
+cdef inline bint _number_at(const unsigned char* p, Py_ssize_t start, Py_ssize_t end, const char* key,
+                            Py_ssize_t key_len, long long* out) noexcept nogil:
+    """The first ``"key":`` in p[start:end] followed by -?[0-9]{1,10} and ``,`` or ``}``: its value
+    into ``out`` (as ``peek_answer``'s regular expression finds it)."""
+    cdef Py_ssize_t i = start, j, digits
+    cdef long long value
+    cdef bint negative
+    while i + key_len + 3 <= end:
+        if p[i] == 34 and memcmp(p + i + 1, key, key_len) == 0 and p[i + 1 + key_len] == 34 and p[i + 2 + key_len] == 58:
+            j = i + 3 + key_len
+            negative = j < end and p[j] == 45
+            if negative:
+                j += 1
+            digits = 0
+            value = 0
+            while j < end and digits < 11 and 48 <= p[j] <= 57:
+                value = value * 10 + (p[j] - 48)
+                digits += 1
+                j += 1
+            if 1 <= digits <= 10 and j < end and (p[j] == 44 or p[j] == 125):
+                out[0] = -value if negative else value
+                return True
+        i += 1
+    return False
+
+
+def command_peek_answer(payload):
+    """Twin of ``codec.command.peek_answer``: code, flag and opaque read where they stand."""
+    if type(payload) is not bytes:
+        return _pure_peek_answer(payload)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(payload)
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(payload)
+    cdef unsigned int word
+    cdef Py_ssize_t end
+    cdef int serialize_type
+    cdef long long code, flag, opaque
+    if size >= 4:
+        word = <unsigned int>_i32(p)
+        end = 4 + (word & 0xFFFFFF)
+        serialize_type = (word >> 24) & 0xFF
+        if end <= size and serialize_type == _SER_JSON:
+            if (_number_at(p, 4, end, b"code", 4, &code) and _INT32_MIN <= code <= _INT32_MAX
+                    and _number_at(p, 4, end, b"flag", 4, &flag) and _INT32_MIN <= flag <= _INT32_MAX
+                    and _number_at(p, 4, end, b"opaque", 6, &opaque) and _INT32_MIN <= opaque <= _INT32_MAX):
+                return (code, flag, opaque)
+        elif end <= size and serialize_type == _SER_ROCKETMQ and end - 4 >= 21:
+            return (_i16(p + 4), _i32(p + 13), _i32(p + 9))
+    return command_peek(payload)
 
 
 def command_encode_header(self) -> bytes:

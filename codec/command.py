@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import re
 import struct
 from collections.abc import Mapping
 
@@ -157,6 +158,60 @@ class RemotingCommand:
         fields["serialize_type"] = serialize_type
         fields["_raw"] = (header, fields["opaque"])  # see ``with_opaque``; not a field: equality ignores it
         return _with_fields(fields)
+
+
+def peek(payload: bytes) -> tuple[int, int, int]:
+    """(code, flag, opaque) of a frame payload whose header is valid as ``decode`` reads it (the
+    same ``HeaderError`` when not), without building the command or copying its body: what a
+    relay that passes frames on as bytes needs to know of them."""
+    if len(payload) < 4:
+        raise HeaderError(f"frame payload of {len(payload)} bytes has no header length", where=0)
+    (word,) = _INT32.unpack_from(payload, 0)
+    header_len = word & 0xFFFFFF
+    if header_len > len(payload) - 4:
+        raise HeaderError(f"header length {header_len} exceeds frame payload {len(payload) - 4}", where=4)
+    serialize_type = (word >> 24) & 0xFF
+    if serialize_type == SerializeType.JSON:
+        fields = _decode_json(payload[4 : 4 + header_len])
+    elif serialize_type == SerializeType.ROCKETMQ:
+        fields = _decode_binary(payload[4 : 4 + header_len])
+    else:
+        raise HeaderError(f"unknown serialize type {serialize_type}", where=4)
+    return fields["code"], fields["flag"], fields["opaque"]
+
+
+#: Where ``peek_answer`` finds each number of a JSON header: the first ``"key":`` followed by an
+#: optional minus, one to ten digits, and the end of the value.
+_NUMBER_AT = tuple(re.compile(rb'"%s":(-?[0-9]{1,10})[,}]' % key) for key in (b"code", b"flag", b"opaque"))
+
+
+def peek_answer(payload: bytes) -> tuple[int, int, int]:
+    """``peek`` for a frame from a peer trusted to write valid headers (an upstream broker): its
+    code, flag and opaque read where they stand (the binary header's fixed fields; the first
+    ``"key":<int32>`` of a JSON header: in valid JSON that can only be the property itself, as ext
+    field values are strings), nothing else checked. A header they cannot be read from that way
+    is ``peek``ed."""
+    size = len(payload)
+    if size >= 4:
+        (word,) = _INT32.unpack_from(payload, 0)
+        end = 4 + (word & 0xFFFFFF)
+        serialize_type = (word >> 24) & 0xFF
+        if end <= size and serialize_type == SerializeType.JSON:
+            values = []
+            for number_at in _NUMBER_AT:
+                found = number_at.search(payload, 4, end)
+                if found is None:
+                    break
+                value = int(found.group(1))
+                if not INT32_MIN <= value <= INT32_MAX:
+                    break
+                values.append(value)
+            else:
+                return values[0], values[1], values[2]
+        elif end <= size and serialize_type == SerializeType.ROCKETMQ and end - 4 >= 21:
+            code, _language, _version, opaque, flag = _FIXED.unpack_from(payload, 4)
+            return code, flag, opaque
+    return peek(payload)
 
 
 def _repatched(raw: tuple[bytes, int], opaque: int, serialize_type: int) -> bytes | None:
@@ -371,4 +426,4 @@ def decode_binary_with_construct(header: bytes) -> dict:
     }
 
 
-__all__ = ["BINARY_HEADER", "DEFAULT_VERSION", "CodecError", "RemotingCommand", "decode_binary_with_construct"]
+__all__ = ["BINARY_HEADER", "DEFAULT_VERSION", "CodecError", "RemotingCommand", "decode_binary_with_construct", "peek", "peek_answer"]

@@ -65,6 +65,8 @@ def _hot_names(ext: Any) -> tuple[Hot, ...]:
         (message, "string_to_properties", "string_to_properties"),
         (message, "properties_to_string", "properties_to_string"),
         (rc, "encode_header", "command_encode_header"),
+        (command, "peek", "command_peek"),
+        (command, "peek_answer", "command_peek_answer"),
     ]
     hot = [Hot(owner, attr, owner.__dict__[attr], getattr(ext, name, None)) for owner, attr, name in table]
     hot.append(Hot(rc, "decode", rc.__dict__["decode"], classmethod(ext.command_decode) if ext else None))

@@ -14,12 +14,13 @@ the benchmark clients all use it unchanged.
   nothing (a late one, after its deadline). ``receive(data)`` does both for a whole read.
 - ``request(command, deadline=..., context=...)`` numbers the command and returns its opaque
   and bytes; a one-way command (flag 0x2) is numbered but never awaited.
+- ``track(opaque, ...)`` awaits a request someone else numbered (a relay that passes frames on as
+  bytes, under their sender's opaque); our own numbering skips every opaque still awaited.
 - ``expire(now)`` and ``close()`` hand back the outstanding requests that will get no answer.
 """
 
 from __future__ import annotations
 
-import itertools
 from typing import Any, NamedTuple
 
 from .codes import FLAG_ONEWAY
@@ -49,10 +50,15 @@ class Incoming(NamedTuple):
     outstanding: Outstanding | None = None
 
 
+def _int32(value: int) -> int:
+    """``value`` wrapped into the signed 32 bits an opaque has on the wire."""
+    return (value + 0x80000000) % 0x100000000 - 0x80000000
+
+
 class RemotingPeer:
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, first_opaque: int = 1) -> None:
         self.decoder = frame.FrameDecoder(max_frame_bytes)  # its ``buffered_bytes``: an unfinished frame's, to bound
-        self._opaques = itertools.count(first_opaque)
+        self._next_opaque = _int32(first_opaque)
         self._outstanding: dict[int, Outstanding] = {}
 
     def feed(self, data: bytes) -> list[bytes]:
@@ -83,12 +89,38 @@ class RemotingPeer:
     ) -> tuple[int, bytes]:
         """(opaque, bytes) of ``command`` numbered with the next opaque; it is awaited until
         answered, unless one-way."""
-        opaque = next(self._opaques)
+        opaque = self._take_opaque()
         if command.opaque != opaque:
             command = command.with_opaque(opaque)
         if not command.flag & FLAG_ONEWAY:
             self._outstanding[opaque] = Outstanding(opaque, command.code, deadline, context)
         return opaque, command.encode()
+
+    def _take_opaque(self) -> int:
+        """The next opaque of ours: int32, wrapping as Java's counter does, and never one still
+        awaited (``track`` may have taken it for a relayed request)."""
+        outstanding = self._outstanding
+        opaque = self._next_opaque
+        while opaque in outstanding:
+            opaque = _int32(opaque + 1)
+        self._next_opaque = _int32(opaque + 1)
+        return opaque
+
+    def track(self, opaque: int, code: int, *, deadline: float | None = None, context: Any = None) -> bool:
+        """Await the answer to a request numbered by someone else (a frame relayed as it is, under
+        its sender's opaque); False if that opaque is already awaited, and nothing changes."""
+        if opaque in self._outstanding:
+            return False
+        self._outstanding[opaque] = Outstanding(opaque, code, deadline, context)
+        return True
+
+    def awaited(self, opaque: int) -> Outstanding | None:
+        """The request ``opaque`` answers, if one is awaited (it stays awaited: see ``forget``)."""
+        return self._outstanding.get(opaque)
+
+    def forget(self, opaque: int) -> None:
+        """Stop awaiting ``opaque``: its answer was taken without ``match``."""
+        del self._outstanding[opaque]
 
     def has_outstanding(self) -> bool:
         return bool(self._outstanding)

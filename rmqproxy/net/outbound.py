@@ -7,6 +7,7 @@ order with its replies. This module adds the clock and the Deferreds. Invariants
 - A oneway request (flag 0x2) is numbered but never awaited.
 - ``request``'s Deferred fires with the answer, or fails with ``RequestTimeout`` exactly
   ``timeout_s`` later (a timer of its own).
+- ``relay`` passes a frame on as bytes under its sender's opaque, awaited as ``call``'s are.
 - ``call`` has no Deferred and no timer: its deadline is checked by a sweep once every
   ``SWEEP_S``, as a Java client checks its own (the proxy relays thousands of these a second).
 - A request made on a closed connection fails at once; when the connection is lost, every one
@@ -79,6 +80,21 @@ class OutboundRequests:
         self._send(command, timeout_s, callback, args)
         if self._sweeper is None:
             self._sweeper = self.clock.callLater(SWEEP_S, self._sweep)
+
+    def relay(self, payload: bytes, opaque: int, code: int, timeout_s: float, callback: Callable[..., Any],
+              *args: Any) -> bool:  # fmt: skip
+        """Pass a frame on as it came (``payload``: after its length prefix), awaited under its
+        sender's ``opaque`` as ``call`` awaits ours: the caller takes its answer off the peer
+        (``awaited``/``forget``), or ``callback`` gets a RequestTimeout. False, and nothing sent,
+        if the connection is closed or that opaque is awaited already (one of ours)."""
+        if not self.writer.open or not self.peer.track(
+            opaque, code, deadline=self.clock.seconds() + timeout_s, context=(callback, args)
+        ):  # fmt: skip
+            return False
+        self.writer.write_frame(payload)
+        if self._sweeper is None:
+            self._sweeper = self.clock.callLater(SWEEP_S, self._sweep)
+        return True
 
     def answered(self, incoming: Incoming) -> None:
         """A response the peer matched (``RemotingPeer.match``): to its request's callback."""

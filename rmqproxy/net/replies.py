@@ -21,6 +21,7 @@ the end of the read, and the bounds on what a peer that is not reading can cost.
 from __future__ import annotations
 
 import dataclasses
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +35,7 @@ __all__ = ["REPLY_FLUSH_BYTES", "ReplyBuffers", "ReplyWriter", "WriteBatch"]
 
 #: Replies of one read leave early once they pass this size (see the module doc).
 REPLY_FLUSH_BYTES = 256 * 1024
+_INT32 = struct.Struct(">i")
 #: A header's usual size, what a reply counts against ``ReplyBuffers`` besides its body.
 _HEADER_BYTES = 256
 
@@ -183,6 +185,25 @@ class ReplyWriter:
             self._later(data)
         else:
             self.transport.write(data)
+
+    def write_frame(self, payload: bytes) -> None:
+        """A frame passed on as it came (``payload``: the bytes after its length prefix), as
+        ``write_request`` writes: in order, counted if the peer is not reading, never refused."""
+        if not self.open:
+            return
+        prefix = _INT32.pack(len(payload))
+        if self.paused:
+            self.buffers.admit(self, 4 + len(payload), required=True)
+        replies = self.replies
+        if replies is not None:
+            replies.append(prefix)
+            replies.append(payload)
+            self.reply_bytes += len(payload)
+        elif self.batch is not None and self.batch.depth:
+            self._later(prefix)
+            self.pending.append(payload)
+        else:
+            self.transport.writeSequence((prefix, payload))
 
     def flush_pending(self) -> None:
         """Send what waited for the batch (``WriteBatch``), in one send."""

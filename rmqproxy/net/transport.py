@@ -14,6 +14,8 @@ Invariants:
   its refusal under a reason of its own answers a oneway request None, so it is counted once.
 - Past ``max_in_flight`` requests whose answer is still to come, a request is answered
   SYSTEM_BUSY (a ``too_many_in_flight`` rejection) without reaching the handler.
+- A ``shortcut`` (the proxy's relay) may take a frame as bytes before it is decoded; what it
+  does not take is decoded and dispatched as above.
 - Framing and decoding are ``codec.peer.RemotingPeer``'s; the same peer numbers the server's own
   requests and matches their answers (``outbound.py``), so a read's responses go there.
 - What its peer has sent of a frame it has not finished is counted, after each read, by the
@@ -57,6 +59,9 @@ log = Logger()
 _DEFAULTS = Config()
 
 Handler = Callable[[RemotingCommand, "Connection"], Any]
+#: Given a frame's payload before it is decoded: True if it took the frame (a relay passing it on as
+#: bytes), False to have it decoded and dispatched as usual; ``CodecError`` closes the connection.
+Shortcut = Callable[[bytes], bool]
 
 _ids = itertools.count(1)
 
@@ -88,12 +93,14 @@ class Connection(Protocol):
         batch: WriteBatch | None = None,
         deadlines: Deadlines | None = None,
         frames: UnfinishedFrames | None = None,
+        first_opaque: int = 1,
     ) -> None:
         self.id = next(_ids)
         self.deadlines = deadlines  # polled between a read's requests: a due deadline goes first
         self.handler = handler
         self.clock = clock
-        self.peer = RemotingPeer(max_frame_bytes)
+        self.peer = RemotingPeer(max_frame_bytes, first_opaque)
+        self.shortcut: Shortcut | None = None  # sees each frame before it is decoded; True: it took it
         self._decoder = self.peer.decoder  # read after every read: what it holds of an unfinished frame
         self.frames = frames if frames is not None else UnfinishedFrames(
             clock, _DEFAULTS.max_unfinished_frame_bytes, _DEFAULTS.frame_stall_timeout_ms / 1000)  # fmt: skip
@@ -206,6 +213,7 @@ class Connection(Protocol):
         writer = self.writer
         writer.start_read()
         deadlines = self.deadlines
+        shortcut = self.shortcut
         try:
             i = 0
             for payload in payloads:
@@ -216,11 +224,16 @@ class Connection(Protocol):
                     return
                 i += 1
                 try:
-                    command = RemotingCommand.decode(payload)
+                    if shortcut is not None and shortcut(payload):
+                        command = None
+                    else:
+                        command = RemotingCommand.decode(payload)
                 except CodecError as exc:
                     self._protocol_error(exc)
                     return
-                if command.is_response:
+                if command is None:
+                    pass
+                elif command.is_response:
                     self.outbound.answered(self.peer.match(command))
                 else:  # the hot path: a request, no matching to do
                     self._request(command)

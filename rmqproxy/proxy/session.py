@@ -8,12 +8,19 @@ lists each client once, NOTIFY_CONSUMER_IDS_CHANGED and CHECK_TRANSACTION_STATE 
 connection that registered, and closing the client's connection closes its channel, so the broker
 drops it from its groups and tells the others, as it would.
 
-Every request is forwarded unchanged but for its opaque (ACL signatures cover the ext fields and
-the body, never the opaque) and its answer relayed under the client's opaque. Requests the broker
-starts are relayed to the client the same way, and its answer back. The proxy reads a few requests
-on their way without changing them: heartbeats (replayed on a new upstream connection, so a broker
-that restarted, or a connection that was re-dialed, knows the client before its next request),
-queue locks (``handoff``) and pulls (``pulls``).
+A request the proxy does not interpret is passed on as the bytes it came in, under the client's own
+opaque (the upstream connection is the client's alone), and its answer comes back as bytes: only
+its header is read, to validate it (no frame goes upstream that the broker would choke on) and to
+learn its code, flag and opaque (``codec.command.peek``; of an answer, only those three where they
+stand: ``peek_answer``). ACL signatures and bodies reach the broker byte for byte. The proxy's own
+requests on that connection (pulls, a replayed heartbeat, unlocks) are numbered where a client's
+counter does not go (``PROXY_FIRST_OPAQUE``), and never under an opaque still awaited; a client
+request whose opaque is one of those in flight is decoded and renumbered instead (``forward``), as
+is one sent before the upstream connection is up. Requests the broker starts are relayed to the
+client renumbered, and its answer back. The proxy reads a few requests on their way without
+changing them: heartbeats (replayed on a new upstream connection, so a broker that restarted, or a
+connection that was re-dialed, knows the client before its next request), queue locks (``handoff``)
+and pulls (``pulls``).
 """
 
 from __future__ import annotations
@@ -24,8 +31,11 @@ from typing import Any
 from twisted.internet import defer
 from twisted.logger import Logger
 
+from functools import partial
+
 from codec.bodies import HeartbeatData
-from codec.codes import RequestCode, ResponseCode
+from codec.codes import FLAG_ONEWAY, FLAG_RESPONSE, RequestCode, ResponseCode
+import codec.command as codec_command  # its hot names: codec.implementation rebinds them
 from codec.command import RemotingCommand
 from codec.errors import CodecError
 
@@ -53,9 +63,11 @@ class BrokerSession:
         self.client_id = ""
         self.heartbeat: RemotingCommand | None = None  # the client's last HEART_BEAT, replayed on re-dial
         self.link = LazyConnection(shared.dialer, lambda: node.upstream, self.from_broker,
-                                   on_connect=self._replay_heartbeat)  # fmt: skip
+                                   on_connect=self.upstream_ready)  # fmt: skip
         self.pulls = PullRelay(self, shared)
         self.routes = self.interpreted()
+        self._passed = self._passed_failed  # one bound method: the mark of a request passed on as bytes
+        client.shortcut = self._from_client
 
     def interpreted(self) -> dict[int, Callable[[RemotingCommand], Any]]:
         """The request codes the proxy interprets on their way, and how; every other code is
@@ -76,6 +88,61 @@ class BrokerSession:
         """A client request: answered by the upstream broker (a Deferred, or written when it comes),
         or None if oneway."""
         return self.routes.get(request.code, self.forward)(request)
+
+    def _from_client(self, payload: bytes) -> bool:
+        """A client frame, passed upstream as bytes unless the proxy interprets its code, it is an
+        answer, the upstream connection is not up, or its opaque is one of the proxy's own in
+        flight (False: it is decoded and ``handle``d). A malformed header raises CodecError."""
+        code, flag, opaque = codec_command.peek(payload)
+        if flag & FLAG_RESPONSE or code in self.routes:
+            return False
+        conn = self.link.conn
+        if conn is None or not conn.connected:
+            return False
+        if flag & FLAG_ONEWAY:
+            conn.writer.write_frame(payload)
+            return True
+        client = self.client
+        if client.in_flight >= client.max_in_flight:
+            return False  # refused SYSTEM_BUSY by the connection
+        started = self.shared.clock.seconds()
+        if not conn.outbound.relay(payload, opaque, code, self.shared.timeout_s, self._passed, opaque, payload[0],
+                                   started):  # fmt: skip
+            return False
+        client.in_flight += 1
+        return True
+
+    def _from_broker(self, conn: Connection, payload: bytes) -> bool:
+        """An upstream frame: the answer to a request passed on as bytes goes to the client as
+        bytes; anything else (an answer to the proxy's own request, a request the broker starts)
+        is decoded as usual (False)."""
+        code, flag, opaque = codec_command.peek_answer(payload)  # the broker writes valid headers
+        if not flag & FLAG_RESPONSE:
+            return False
+        awaited = conn.peer.awaited(opaque)
+        if awaited is None or awaited.context[0] is not self._passed:
+            return False
+        conn.peer.forget(opaque)
+        started = awaited.context[1][2]
+        client = self.client
+        client.in_flight -= 1
+        self.shared.answered(self.node, awaited.code, code, (self.shared.clock.seconds() - started) * 1000)
+        if client.writer.paused:  # within the bounds on what a client that is not reading may cost
+            client.write_command(RemotingCommand.decode(payload))
+        else:
+            client.writer.write_frame(payload)
+        return True
+
+    def _passed_failed(self, result: RemotingCommand | Exception, opaque: int, serialize_type: int,
+                       _started: float) -> None:  # fmt: skip
+        """A request passed on as bytes got no answer (the broker timed out or its connection
+        closed): the client gets SYSTEM_ERROR with the reason. (An answer itself would be taken
+        by ``_from_broker``; one that reaches here decoded is relayed as it is.)"""
+        self.client.in_flight -= 1
+        if isinstance(result, Exception):
+            self.client.write_command(self._error_answer(opaque, serialize_type, str(result)))
+        else:
+            self.client.write_command(result)
 
     def forward(self, request: RemotingCommand, timeout_s: float | None = None) -> defer.Deferred | None:
         """Send ``request`` upstream; a Deferred of the answer under the client's opaque (an
@@ -116,9 +183,13 @@ class BrokerSession:
     def unanswered(self, request: RemotingCommand, reason: str) -> RemotingCommand:
         """The answer a client gets when its broker could not answer (SYSTEM_ERROR: producers
         retry it on another broker)."""
-        return request.response(
-            ResponseCode.SYSTEM_ERROR, f"rmqproxy: broker {self.node.label} ({self.node.upstream}) did not answer: {reason}"
-        )
+        return self._error_answer(request.opaque, request.serialize_type, reason)
+
+    def _error_answer(self, opaque: int, serialize_type: int, reason: str) -> RemotingCommand:
+        return RemotingCommand(
+            ResponseCode.SYSTEM_ERROR, opaque=opaque, flag=FLAG_RESPONSE, serialize_type=serialize_type,
+            remark=f"rmqproxy: broker {self.node.label} ({self.node.upstream}) did not answer: {reason}",
+        )  # fmt: skip
 
     def _oneway_lost(self, failure: Any, request: RemotingCommand) -> None:
         failure.trap(UpstreamError)
@@ -148,8 +219,10 @@ class BrokerSession:
         self.client_id = client_id
         self.shared.handoff.joined(self)
 
-    def _replay_heartbeat(self, conn: Connection) -> defer.Deferred | None:
-        """A new upstream connection: register the client on it before anything else goes."""
+    def upstream_ready(self, conn: Connection) -> defer.Deferred | None:
+        """A new upstream connection: its answers may come back as bytes (``_from_broker``), and
+        the client is registered on it (its last heartbeat) before anything else goes."""
+        conn.shortcut = partial(self._from_broker, conn)
         if self.heartbeat is None:
             return None
         d = ask(conn, self.heartbeat, self.shared.timeout_s)

@@ -28,6 +28,12 @@ from ..net.unfinished import UnfinishedFrames
 log = Logger()
 
 
+#: Where the proxy numbers its own requests upstream: far from where clients' counters run (Java's
+#: starts at 0 per JVM and reaches this only after 3 * 2**30 requests), since a client's requests
+#: go up the same connection under their own opaques (``session``).
+PROXY_FIRST_OPAQUE = -(1 << 30)
+
+
 class UpstreamError(Exception):
     """An upstream peer could not be reached, closed, or did not answer in time."""
 
@@ -54,7 +60,8 @@ class Dialer:
         except ValueError:
             return defer.fail(UpstreamError(f"bad upstream address {address!r}"))
         conn = Connection(handler, self.reactor, max_frame_bytes=self.max_frame_bytes, on_close=on_close,
-                          batch=self.batch, deadlines=self.deadlines, frames=self.frames)  # fmt: skip
+                          batch=self.batch, deadlines=self.deadlines, frames=self.frames,
+                          first_opaque=PROXY_FIRST_OPAQUE)  # fmt: skip
 
         def failed(failure: Any) -> None:
             raise UpstreamError(f"cannot connect to {address}: {failure.getErrorMessage()}")

@@ -269,3 +269,57 @@ def test_a_json_header_written_by_another_client_is_patched_in_place() -> None:
     relayed = received.with_opaque(9).encode()
     assert relayed[8:] == header.replace(b'"opaque":42', b'"opaque":9')
     assert RemotingCommand.decode(relayed[4:]).opaque == 9
+
+
+@given(commands())
+def test_peek_reads_what_decode_reads(cmd: RemotingCommand) -> None:
+    payload = cmd.encode()[4:]
+    decoded = RemotingCommand.decode(payload)
+    assert command_module.peek(payload) == (decoded.code, decoded.flag, decoded.opaque)
+
+
+@given(st.binary(max_size=300), st.sampled_from([0, 1, 2]))
+def test_peek_refuses_exactly_what_decode_refuses(header: bytes, stype: int) -> None:
+    payload = struct.pack(">i", (stype << 24) | len(header)) + header + b"body"
+    try:
+        decoded = RemotingCommand.decode(payload)
+    except CodecError as exc:
+        with pytest.raises(type(exc)):
+            command_module.peek(payload)
+    else:
+        assert command_module.peek(payload) == (decoded.code, decoded.flag, decoded.opaque)
+
+
+def test_peek_refuses_a_header_longer_than_its_frame() -> None:
+    with pytest.raises(HeaderError):
+        command_module.peek(struct.pack(">i", 40) + b'{"code":1}')
+
+
+@given(commands())
+def test_peek_answer_reads_what_decode_reads(cmd: RemotingCommand) -> None:
+    payload = cmd.encode()[4:]
+    decoded = RemotingCommand.decode(payload)
+    assert command_module.peek_answer(payload) == (decoded.code, decoded.flag, decoded.opaque)
+
+
+@pytest.mark.parametrize("header", [
+    b'{"code":1,"extFields":{"opaque":"7"},"flag":1,"opaque":-5,"remark":"\\"opaque\\":9"}',
+    b'{"xcode":5,"code":2,"flag":0,"opaque":3}',
+    b'{"code":99999999999,"flag":0,"opaque":3}',  # past int32: peeked in full, which refuses it
+    b'{"code":1,"flag":0}',  # no opaque where it stands: peeked in full, which reads its default
+    b'{"code":1, "flag": 1, "opaque": 4}',  # spaces: not where it stands either
+])  # fmt: skip
+def test_peek_answer_agrees_with_peek_on_awkward_headers(header: bytes) -> None:
+    payload = struct.pack(">i", len(header)) + header
+    try:
+        expected = command_module.peek(payload)
+    except CodecError as exc:
+        with pytest.raises(type(exc)):
+            command_module.peek_answer(payload)
+    else:
+        assert command_module.peek_answer(payload) == expected
+
+
+def test_peek_answer_trusts_what_it_does_not_read() -> None:
+    header = b'{"code":01,"flag":1,"opaque":-0,"remark":}'  # not JSON: an upstream broker never writes this
+    assert command_module.peek_answer(struct.pack(">i", len(header)) + header) == (1, 1, 0)

@@ -182,6 +182,29 @@ def test_command_decode_agrees_on_bytearray_and_memoryview(payload: bytes) -> No
     _same(RemotingCommand, "decode", memoryview(payload))
 
 
+@given(payloads(), st.sampled_from([b"", b'"code":7,', b'"opaque":-3}', b'"flag":12345678901,']))
+def test_peeks_agree(payload: bytes, planted: bytes) -> None:
+    """``peek`` and ``peek_answer``: the same numbers or the same error, also where a number the
+    answer's reader looks for is planted in the header (mutated payloads keep their length word)."""
+    _same(command, "peek", payload)
+    _same(command, "peek_answer", payload)
+    if len(payload) >= 4 and planted:
+        (word,) = struct.unpack_from(">i", payload)
+        header_len = (word & 0xFFFFFF) + 2 * len(planted)
+        if header_len <= 0xFFFFFF:
+            at = 4 + (word & 0xFFFFFF)
+            grown = (struct.pack(">i", (word & ~0xFFFFFF) | header_len) + planted + payload[4:at] + planted
+                     + payload[at:])  # fmt: skip
+            _same(command, "peek", grown)
+            _same(command, "peek_answer", grown)
+
+
+@given(payloads())
+def test_peeks_agree_on_bytearray(payload: bytes) -> None:
+    _same(command, "peek", bytearray(payload))
+    _same(command, "peek_answer", bytearray(payload))
+
+
 @st.composite
 def binary_headers(draw: st.DrawFn) -> bytes:
     header = draw(commands(SerializeType.ROCKETMQ)).encode_header()[8:]

@@ -63,3 +63,22 @@ def test_only_due_requests_expire_and_close_hands_back_the_rest() -> None:
 def test_an_undecodable_stream_raises_for_the_caller_to_close() -> None:
     with pytest.raises(CodecError):
         RemotingPeer(max_frame_bytes=1024).feed(b"\x7f\xff\xff\xff")
+
+
+def test_a_tracked_opaque_is_awaited_and_skipped_by_our_own_numbering() -> None:
+    peer = RemotingPeer(first_opaque=7)
+    assert peer.track(7, 11, deadline=5.0, context="relayed")
+    assert not peer.track(7, 11)  # taken: nothing changes
+    opaque, _ = peer.request(RemotingCommand(code=10))
+    assert opaque == 8
+    assert peer.awaited(7).context == "relayed"
+    peer.forget(7)
+    assert peer.awaited(7) is None and [o.opaque for o in peer.outstanding()] == [8]
+
+
+def test_our_numbering_wraps_within_32_bits() -> None:
+    peer = RemotingPeer(first_opaque=2**31 - 1)
+    first, _ = peer.request(RemotingCommand(code=10))
+    second, data = peer.request(RemotingCommand(code=10))
+    assert (first, second) == (2**31 - 1, -(2**31))
+    assert RemotingCommand.decode(data[4:]).opaque == -(2**31)

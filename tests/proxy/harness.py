@@ -17,6 +17,7 @@ from rmqproxy.core.config import Config
 from rmqproxy.proxy.nodes import Node
 from rmqproxy.proxy.server import ProxyServer, _ConnectionFactory
 from rmqproxy.proxy.session import BrokerSession
+from rmqproxy.proxy.upstream import PROXY_FIRST_OPAQUE
 from rmqproxy.observe.pull_events import PullEvent
 from rmqproxy.net.transport import Connection
 
@@ -53,11 +54,15 @@ class _Events(list):
 class FakeBroker(Endpoint):
     """The upstream broker's end of one session: what the proxy forwarded, and answers to it."""
 
-    def __init__(self, session: BrokerSession, reactor: FakeReactor) -> None:
+    def __init__(self, session: BrokerSession, reactor: FakeReactor, *, dialed: bool = True) -> None:
+        """``dialed``: as after a dial (the session told its connection is up); False leaves that to the test."""
         self.transport = StringTransport(peerAddress=IPv4Address("TCP", "10.1.0.1", 10911))
-        self.conn = Connection(session.from_broker, reactor, max_frame_bytes=16 << 20, batch=session.shared.dialer.batch)
+        self.conn = Connection(session.from_broker, reactor, max_frame_bytes=16 << 20, batch=session.shared.dialer.batch,
+                               first_opaque=PROXY_FIRST_OPAQUE)
         self.conn.makeConnection(self.transport)
         session.link.conn = self.conn  # as if dialed
+        if dialed:
+            session.upstream_ready(self.conn)
         self.peer = RemotingPeer()  # the broker's own numbering, for requests it starts
         self.received: list[RemotingCommand] = []
 

@@ -153,7 +153,7 @@ def test_a_new_upstream_connection_replays_the_client_s_heartbeat_first(setup) -
     def dial_again():  # what LazyConnection does on a successful dial, with a new fake broker end
         from .harness import FakeBroker
 
-        broker = FakeBroker(client.session, reactor)
+        broker = FakeBroker(client.session, reactor, dialed=False)
         link.conn = None
         ready = link._connected(broker.conn)
         replayed.append(broker)
