@@ -29,6 +29,7 @@ from .observe.exposition import MetricsResource
 from .core.hold import HoldService
 from .observe.metrics import LiveState, Metrics
 from .observe.pull_events import PullLog
+from .observe.readiness import Probes, Readiness, ReadyResource
 from .net.rejects import Rejections
 from .net.replies import ReplyBuffers, WriteBatch
 from .net.transport import Connection, Handler
@@ -40,6 +41,8 @@ log = Logger()
 
 #: How long a stopping server waits for its clients' connections to close before it exits.
 CLOSE_WAIT_S = 2.0
+#: How often a stopping server looks whether the answers still in flight have gone out.
+DRAIN_POLL_S = 0.01
 
 
 def _ignore(*_args: Any) -> None:
@@ -72,8 +75,10 @@ class Runtime:
         self.reply_buffers = ReplyBuffers(config.max_buffered_reply_bytes_per_connection, config.max_buffered_reply_bytes)
         self.unfinished_frames = UnfinishedFrames(reactor, config.max_unfinished_frame_bytes,
                                                   config.frame_stall_timeout_ms / 1000)  # fmt: skip
+        self.readiness = Readiness()  # ``GET /ready``: the root says when it is ready; ``stop`` drains
         self.connections: set[Connection] = set()
         self.ports: list[IListeningPort] = []
+        self.metrics_port: IListeningPort | None = None  # open until the end of ``stop``: /ready says draining
         self.loops: dict[Callable[[], Any], task.LoopingCall] = {}  # periodic function -> its loop
         self.stopped = False  # ``stop`` has run
         self._all_closed: defer.Deferred | None = None
@@ -129,8 +134,9 @@ class Runtime:
         config = self.config
         if config.metrics_port and config.metrics_enabled:
             host = config.metrics_host or config.bind_address
-            site = Site(MetricsResource(self.registry, self.reactor), reactor=self.reactor)  # its log clock too
-            self.ports.append(self.reactor.listenTCP(config.metrics_port, site, interface=host))
+            probes = Probes(MetricsResource(self.registry, self.reactor), ReadyResource(self.readiness))
+            site = Site(probes, reactor=self.reactor)  # its log clock too
+            self.metrics_port = self.reactor.listenTCP(config.metrics_port, site, interface=host)
 
     def every(self, tasks: Iterable[tuple[float, Callable[[], Any]]]) -> None:
         """Run each ``(interval, fn)`` every interval seconds from now on (failures are logged)."""
@@ -151,33 +157,71 @@ class Runtime:
     def _start(loop: task.LoopingCall, interval: float) -> None:
         loop.start(interval, now=False).addErrback(lambda f: log.failure("periodic task failed", f))
 
-    def stop(self, steps: Iterable[Callable[[], Any]] = ()) -> defer.Deferred:
-        """Stop the periodic tasks and listening, answer the held pulls, close the event log, run
-        the root's own ``steps`` (each failure logged, the rest still run), then close the client
-        connections gracefully: the Deferred fires once they are gone (at most ``CLOSE_WAIT_S``),
-        so the reactor lets queued answers reach the clients before it exits. A Java 4.9 client
-        does not fail requests pending on a closed connection: unanswered held pulls would make
-        it wait out its 30 s pull timeout after a restart."""
+    def stop(self, steps: Iterable[Callable[[], Any]] = (), *, first: Iterable[Callable[[], Any]] = (),
+             settle: Callable[[], defer.Deferred] | None = None) -> defer.Deferred:  # fmt: skip
+        """Stop in the order that lets every client get its last answers (docs/operations.md,
+        "Rolling restarts"): /ready says draining; the periodic tasks and listening stop, and the
+        root's ``first`` steps (ports of its own); held pulls are answered; then, up to
+        ``shutdownDrainTimeoutMillis``, the answers still in flight go out; then the root's
+        ``steps`` run (each failure logged, the rest still run), the event log closes, and the
+        client connections close gracefully. The Deferred fires once they are gone and
+        ``settle`` (what the root still owes upstream) has fired, at most ``CLOSE_WAIT_S`` later.
+        (A Java 4.9 client does not fail requests pending on a closed connection: unanswered,
+        they would make it wait out its own timeout after a restart.)"""
         self.stopped = True
+        self.readiness.drain()
         for loop in self.loops.values():
             if loop.running:
                 loop.stop()
         for port in self.ports:
             port.stopListening()
-        for step in (self.holds.shutdown, self.pull_log.close, *steps):
+        self._run_steps((*first, self.holds.shutdown))
+        drained = self._in_flight_answered(self.config.shutdown_drain_timeout_ms / 1000)
+        return drained.addCallback(lambda _: self._close(steps, settle))
+
+    def _run_steps(self, steps: Iterable[Callable[[], Any]]) -> None:
+        for step in steps:
             try:
                 step()
             except Exception:  # whatever fails, the steps after it still run
                 log.failure("stopping: {step} failed", step=getattr(step, "__qualname__", step))
+
+    def _in_flight_answered(self, timeout_s: float) -> defer.Deferred:
+        """Fires once no client connection awaits an answer (at once if none does), or after ``timeout_s``."""
+        done: defer.Deferred = defer.Deferred()
+        deadline = self.reactor.seconds() + timeout_s
+
+        def check() -> None:
+            waiting = sum(conn.in_flight for conn in self.connections if conn.connected)
+            if not waiting:
+                done.callback(None)
+            elif self.reactor.seconds() >= deadline:
+                log.warn("stopping: {n} answers still in flight after {s:g} s (shutdownDrainTimeoutMillis); "
+                         "closing anyway", n=waiting, s=timeout_s)  # fmt: skip
+                done.callback(None)
+            else:
+                self.reactor.callLater(DRAIN_POLL_S, check)
+
+        check()
+        return done
+
+    def _close(self, steps: Iterable[Callable[[], Any]], settle: Callable[[], defer.Deferred] | None) -> defer.Deferred:
+        self._run_steps((*steps, self.pull_log.close))
         self._all_closed = all_closed = defer.Deferred()
         if not self.connections:
             all_closed.callback(None)
         for conn in list(self.connections):
             conn.close()
+        if settle is not None:  # asked once the clients are gone: their departure is what it settles
+            all_closed.addCallback(lambda _: settle())
+        finished: defer.Deferred = defer.Deferred()
 
-        def give_up() -> None:
-            if not all_closed.called:
-                all_closed.callback(None)
+        def end(_: Any = None) -> None:
+            if not finished.called:
+                if self.metrics_port is not None:
+                    self.metrics_port.stopListening()
+                finished.callback(None)
 
-        timeout = self.reactor.callLater(CLOSE_WAIT_S, give_up)
-        return all_closed.addBoth(lambda _: timeout.cancel() if timeout.active() else None)
+        timeout = self.reactor.callLater(CLOSE_WAIT_S, end)
+        all_closed.addBoth(end)
+        return finished.addBoth(lambda _: timeout.cancel() if timeout.active() else None)

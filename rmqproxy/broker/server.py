@@ -208,6 +208,7 @@ class Server:
         self.delayed.start()
         self.timers.start()
         runtime.every(self._periodic())
+        runtime.readiness.set_ready()
         if config.extra:
             log.warn("broker.conf keys rmqproxy does not use, ignored: {keys}", keys=", ".join(sorted(config.extra)))
         addresses = ", ".join(f"{p.getHost().host}:{p.getHost().port}" for p in runtime.ports)
@@ -309,6 +310,7 @@ class Server:
         (``Runtime.stop``)."""
         steps = [self.delayed.stop, self.timers.stop, self.transactions.flush_ops, self.locks.close,
                  self.topics.close, self.groups.close, self.pops.close, self._close_store]  # fmt: skip
+        self.runtime.readiness.drain()
         if self.grpc_front is None:
             return self.runtime.stop(steps)
         self.holds.shutdown()

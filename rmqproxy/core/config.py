@@ -172,6 +172,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("proxyRequestTimeoutMillis", "proxy_request_timeout_ms", int, 10_000,
             "how long an upstream broker may take to answer before the client gets SYSTEM_ERROR",
             serve=False, proxy=True),
+    Setting("shutdownDrainTimeoutMillis", "shutdown_drain_timeout_ms", int, 10_000,
+            "on SIGTERM, how long to wait for answers still in flight before closing client connections",
+            proxy=True, low=0),
 )
 
 

@@ -62,6 +62,8 @@ class LockHandoff:
         self._locks: dict[str, dict[tuple[str, int, str], list[tuple[_Queues, RemotingCommand]]]] = {}
         self._counts: dict[str, int] = {}  # client id -> requests in ``_locks``
         self._parked: dict[str, list[LockHolder]] = {}  # closed sessions waiting for the release
+        self._releasing = 0  # releases whose unlocks are still unanswered
+        self._settled: list[defer.Deferred] = []  # ``settled`` callers waiting for them
 
     def joined(self, session: LockHolder) -> None:
         """``session`` told its clientId (its first heartbeat)."""
@@ -147,5 +149,20 @@ class LockHandoff:
         def close_all(_: Any) -> None:
             for session in parked:
                 session.link.close()
+            self._releasing -= 1
+            if not self._releasing:
+                waiting, self._settled = self._settled, []
+                for d in waiting:
+                    d.callback(None)
 
+        self._releasing += 1
         defer.DeferredList(sent).addCallback(close_all)
+
+    def settled(self) -> defer.Deferred:
+        """Fires once every departed client's unlocks are answered (or failed) and its channels
+        closed: what a stopping proxy waits for after closing its clients."""
+        if not self._releasing:
+            return defer.succeed(None)
+        waiting: defer.Deferred = defer.Deferred()
+        self._settled.append(waiting)
+        return waiting

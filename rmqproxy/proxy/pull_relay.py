@@ -37,7 +37,7 @@ from codec.command import RemotingCommand
 from codec.errors import CodecError
 from codec.headers import PullMessageRequestHeader
 
-from ..core.hold import WAKE_DISCONNECT, WAKE_EVICTED, WAKE_NONE, WAKE_UPSTREAM, HeldPull, always
+from ..core.hold import WAKE_DISCONNECT, WAKE_EVICTED, WAKE_NONE, WAKE_SHUTDOWN, WAKE_UPSTREAM, HeldPull, always
 from ..net.rejects import OVER_FAIR_SHARE
 from ..observe.pull_events import PullEvent, suspend_ms
 from ..net.transport import Connection
@@ -141,6 +141,8 @@ class PullRelay:
             d = self.session.link.get().addCallback(ask, request, self.shared.timeout_s)
             return d.addCallbacks(self._answered_now, self._failed_now, callbackArgs=(pull,), errbackArgs=(pull,))
         holds = self.shared.holds
+        if holds.closed:  # stopping: nothing is held any more, and the client pulls again elsewhere
+            return self._not_found(slot or Slot(key), pull, WAKE_SHUTDOWN)
         if holds.conn_full(self.session.client) or self.outstanding >= holds.max_held_per_conn:
             return request.response(
                 ResponseCode.SYSTEM_BUSY,
@@ -273,8 +275,12 @@ class PullRelay:
                                  conn=self.session.client.remote, remark=busy.remark)  # fmt: skip
             self._finish(pull, busy, wake, None)
             return True
-        header = pull.header
-        offset = header.queue_offset
+        self._not_found(slot, pull, wake)
+        return True
+
+    def _not_found(self, slot: Slot, pull: ClientPull, wake: str) -> RemotingCommand:
+        """Answer ``pull`` PULL_NOT_FOUND at its own offset, with what the broker last said of the queue."""
+        offset = pull.header.queue_offset
         ext = {
             "suggestWhichBrokerId": slot.suggest,
             "nextBeginOffset": str(offset),
@@ -282,8 +288,7 @@ class PullRelay:
             "maxOffset": str(max(offset, slot.max_offset)),
         }
         answer = pull.request.response(ResponseCode.PULL_NOT_FOUND, "OFFSET_OVERFLOW_ONE", ext)
-        self._finish(pull, answer, wake, None)
-        return True
+        return self._finish(pull, answer, wake, None)
 
     def _answered_now(self, answer: RemotingCommand, pull: ClientPull) -> RemotingCommand:
         """A pull that asked not to be held, relayed."""

@@ -39,6 +39,8 @@ from .upstream import Dialer, NameServers, UpstreamError, relabel
 
 log = Logger()
 
+#: How often the proxy tries again to read the upstream cluster until it has (it is not ready till then).
+PRIME_RETRY_S = 1.0
 #: Weight of the newest round trip in a node's service-time estimate.
 SERVICE_EWMA = 0.1
 _PULLS = (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)
@@ -111,16 +113,26 @@ class ProxyServer:
                  codec=codec_implementation.describe())  # fmt: skip
         return self._prime()
 
-    def _prime(self) -> defer.Deferred:
+    def _prime(self, attempt: int = 1) -> defer.Deferred:
+        """Read the cluster from the upstream name servers and give its brokers their ports; the
+        proxy is ready (``/ready``) once that is done. Until it is, brokers get ports as routes
+        name them, and the read is tried again every ``PRIME_RETRY_S``."""
         request = RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO)
 
         def primed(answer: RemotingCommand) -> None:
-            if answer.code == ResponseCode.SUCCESS:
-                self.nodes.prime(cluster_nodes(answer.body))
+            if answer.code != ResponseCode.SUCCESS:
+                raise UpstreamError(f"the name server answered {answer.code}: {answer.remark}")
+            self.nodes.prime(cluster_nodes(answer.body))
+            self.runtime.readiness.set_ready()
 
         def failed(failure: Any) -> None:
-            log.warn("could not read the cluster from {upstream} at start ({error}); brokers get ports as routes "
-                     "name them", upstream=self.config.namesrv_addr, error=failure.getErrorMessage())  # fmt: skip
+            reason = f"cannot read the cluster from {self.config.namesrv_addr}: {failure.getErrorMessage()}"
+            self.runtime.readiness.waiting(reason)
+            if attempt == 1:
+                log.warn("{reason}; brokers get ports as routes name them, and the proxy is not ready (/ready) "
+                         "until the cluster is read (tried again every {s:g} s)", reason=reason, s=PRIME_RETRY_S)  # fmt: skip
+            if not self.runtime.stopped:
+                self.reactor.callLater(PRIME_RETRY_S, self._prime, attempt + 1)
 
         return self.namesrvs.request(request).addCallback(primed).addErrback(failed)
 
@@ -129,9 +141,10 @@ class ProxyServer:
         return self.runtime.open_port(port, _ConnectionFactory(self, self._broker_request, node))
 
     def stop(self) -> defer.Deferred:
-        """Stop listening, answer held pulls (PULL_NOT_FOUND), flush the event log, close clients
-        (``Runtime.stop``)."""
-        return self.runtime.stop([self.nodes.close, self.namesrvs.close])
+        """Stop accepting on every port, answer held pulls (PULL_NOT_FOUND), let the answers in
+        flight reach their clients, close the clients and the name-server link, and wait for the
+        departed clients' queue locks to be released upstream (``Runtime.stop``)."""
+        return self.runtime.stop([self.namesrvs.close], first=[self.nodes.close], settle=self.handoff.settled)
 
     # --- the name-server port ---------------------------------------------------------------
 

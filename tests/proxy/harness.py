@@ -12,7 +12,8 @@ from twisted.internet.testing import StringTransport
 
 from codec.command import RemotingCommand
 from codec.peer import RemotingPeer
-from codec.codes import PullSysFlag
+from codec.bodies import HeartbeatData, LockBatchRequestBody, MessageQueue
+from codec.codes import PullSysFlag, RequestCode, ResponseCode
 from rmqproxy.core.config import Config
 from rmqproxy.proxy.nodes import Node
 from rmqproxy.proxy.server import ProxyServer, _ConnectionFactory
@@ -23,7 +24,7 @@ from rmqproxy.net.transport import Connection
 
 from ..server.harness import Client, Endpoint, FakeReactor
 
-__all__ = ["FakeBroker", "ProxyClient", "make_proxy", "pull_fields"]
+__all__ = ["FakeBroker", "ProxyClient", "heartbeat", "lock_queues", "make_proxy", "pull_fields"]
 
 
 def make_proxy(tmp_path: Path, **overrides: Any) -> tuple[ProxyServer, FakeReactor, list[PullEvent]]:
@@ -100,3 +101,23 @@ def pull_fields(topic: str = "T", queue_id: int = 0, offset: int = 0, suspend_ms
             "sub_version": 1, **more}  # fmt: skip
 
 
+def lock_queues(client: ProxyClient, group: str = "G", queues: tuple[int, ...] = (0,)) -> RemotingCommand:
+    """An orderly consumer's LOCK_BATCH_MQ of topic T's ``queues``, granted; returns it as forwarded."""
+    mqs = [MessageQueue("T", "broker-a", q) for q in queues]
+    body = LockBatchRequestBody(group, client.client_id, True, mqs).to_json()
+    command = RemotingCommand(code=RequestCode.LOCK_BATCH_MQ, ext_fields={"AccessKey": "ak", "Signature": "s"},
+                              body=body, version=409)  # fmt: skip
+    opaque, data = client.peer.request(command)
+    client.conn.dataReceived(data)
+    (forwarded,) = client.broker.requests(RequestCode.LOCK_BATCH_MQ)[-1:]
+    client.broker.answer(forwarded, ResponseCode.SUCCESS, body=b'{"lockOKMQSet":[]}')
+    assert client.answer(opaque).code == ResponseCode.SUCCESS
+    return forwarded
+
+
+def heartbeat(client: ProxyClient) -> None:
+    """The client's HEART_BEAT, answered SUCCESS by its broker."""
+    opaque = client.send(RequestCode.HEART_BEAT, body=HeartbeatData(client.client_id).to_json())
+    (forwarded,) = client.broker.requests(RequestCode.HEART_BEAT)[-1:]
+    client.broker.answer(forwarded, ResponseCode.SUCCESS)
+    assert client.answer(opaque).code == ResponseCode.SUCCESS

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from codec.bodies import HeartbeatData, LockBatchRequestBody, MessageQueue
 from codec.codes import FLAG_ONEWAY, RequestCode, ResponseCode, SerializeType
 from codec.command import RemotingCommand
 from rmqproxy.proxy.handoff import LINGER_S
 from rmqproxy.proxy.nodes import Node
 
-from .harness import ProxyClient, make_proxy
+from .harness import ProxyClient, heartbeat, lock_queues, make_proxy
 
 NODE = Node("broker-a", 0, "10.1.0.1:10911", 10911, "127.0.0.1:10911")
 
@@ -86,30 +85,10 @@ def test_an_unreachable_broker_answers_every_request_with_a_remark(tmp_path) -> 
     assert answer.code == ResponseCode.SYSTEM_ERROR and "broker-a (10.1.0.1:10911)" in answer.remark
 
 
-def _lock(client: ProxyClient, group: str = "G", queues: tuple[int, ...] = (0,)) -> RemotingCommand:
-    mqs = [MessageQueue("T", "broker-a", q) for q in queues]
-    body = LockBatchRequestBody(group, client.client_id, True, mqs).to_json()
-    command = RemotingCommand(code=RequestCode.LOCK_BATCH_MQ, ext_fields={"AccessKey": "ak", "Signature": "s"},
-                              body=body, version=409)  # fmt: skip
-    opaque, data = client.peer.request(command)
-    client.conn.dataReceived(data)
-    (forwarded,) = client.broker.requests(RequestCode.LOCK_BATCH_MQ)[-1:]
-    client.broker.answer(forwarded, ResponseCode.SUCCESS, body=b'{"lockOKMQSet":[]}')
-    assert client.answer(opaque).code == ResponseCode.SUCCESS
-    return forwarded
-
-
-def _heartbeat(client: ProxyClient) -> None:
-    opaque = client.send(RequestCode.HEART_BEAT, body=HeartbeatData(client.client_id).to_json())
-    (forwarded,) = client.broker.requests(RequestCode.HEART_BEAT)[-1:]
-    client.broker.answer(forwarded, ResponseCode.SUCCESS)
-    assert client.answer(opaque).code == ResponseCode.SUCCESS
-
-
 def test_a_departed_client_s_locks_are_released_in_its_name_before_its_channel_closes(setup) -> None:
     proxy, reactor, client = setup
-    _heartbeat(client)
-    lock = _lock(client)
+    heartbeat(client)
+    lock = lock_queues(client)
     client.close()
     (unlock,) = client.broker.requests(RequestCode.UNLOCK_BATCH_MQ)
     assert (unlock.ext_fields, unlock.body) == (lock.ext_fields, lock.body)  # signed as the lock was
@@ -123,8 +102,8 @@ def test_a_client_still_connected_elsewhere_keeps_its_locks(tmp_path) -> None:
     first = ProxyClient(proxy, reactor, NODE)
     other = ProxyClient(proxy, reactor, Node("broker-b", 0, "10.1.0.2:10911", 10921, "127.0.0.1:10921"))
     for client in (first, other):
-        _heartbeat(client)
-    _lock(first)
+        heartbeat(client)
+    lock_queues(first)
     first.close()
     assert first.broker.requests(RequestCode.UNLOCK_BATCH_MQ) == []
     assert not first.broker.transport.disconnecting
@@ -136,8 +115,8 @@ def test_a_client_still_connected_elsewhere_keeps_its_locks(tmp_path) -> None:
 def test_safe_mode_releases_nothing(tmp_path) -> None:
     proxy, reactor, events = make_proxy(tmp_path, lock_release_on_disconnect="safe")
     client = ProxyClient(proxy, reactor, NODE)
-    _heartbeat(client)
-    _lock(client)
+    heartbeat(client)
+    lock_queues(client)
     client.close()
     assert client.broker.requests(RequestCode.UNLOCK_BATCH_MQ) == []
     assert client.broker.transport.disconnecting
@@ -145,7 +124,7 @@ def test_safe_mode_releases_nothing(tmp_path) -> None:
 
 def test_a_new_upstream_connection_replays_the_client_s_heartbeat_first(setup) -> None:
     proxy, reactor, client = setup
-    _heartbeat(client)
+    heartbeat(client)
     link = client.session.link
     replayed = []
     link.conn.connectionLost(None)
@@ -161,8 +140,8 @@ def test_a_new_upstream_connection_replays_the_client_s_heartbeat_first(setup) -
 
     dial_again()
     (broker,) = replayed
-    (heartbeat,) = broker.requests(RequestCode.HEART_BEAT)
-    assert heartbeat.body == client.broker.requests(RequestCode.HEART_BEAT)[0].body
+    (replay,) = broker.requests(RequestCode.HEART_BEAT)
+    assert replay.body == client.broker.requests(RequestCode.HEART_BEAT)[0].body
 
 
 def test_a_broker_that_does_not_answer_gets_the_client_an_error_within_a_second_of_the_timeout(setup) -> None:
@@ -181,10 +160,10 @@ def test_every_lock_request_not_covered_by_a_later_one_is_released(setup) -> Non
     """A client locks all its queues in one batch and then each new queue on its own: all of them
     are unlocked when it leaves; a batch that a later one covers is not sent twice."""
     proxy, reactor, client = setup
-    _heartbeat(client)
-    first = _lock(client, queues=(0,))
-    _lock(client, queues=(0, 1))  # covers the first
-    third = _lock(client, queues=(2,))
+    heartbeat(client)
+    first = lock_queues(client, queues=(0,))
+    lock_queues(client, queues=(0, 1))  # covers the first
+    third = lock_queues(client, queues=(2,))
     second = client.broker.requests(RequestCode.LOCK_BATCH_MQ)[1]
     client.close()
     unlocks = client.broker.requests(RequestCode.UNLOCK_BATCH_MQ)

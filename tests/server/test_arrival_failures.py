@@ -1,6 +1,7 @@
 """A failure while waking held pulls can never fail a send whose message is stored, nor stop the
-server from closing its store (issue 25). It once answered the producer code 1 for a stored
-message, so a client retry stored it twice, and left the held pull in the table."""
+server from closing its store (issue 25); the pull's client gets SYSTEM_ERROR, which it retries.
+It once answered the producer code 1 for a stored message, so a client retry stored it twice,
+and left the held pull in the table."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ def test_a_held_pull_that_fails_on_wake_is_dropped_and_the_send_still_succeeds(t
     monkeypatch.setattr(server.pulls, "_answer", _boom)
     assert producer.send_message("T", b"wakes it").code == R.SUCCESS
     assert server.holds.failures == 1 and server.holds.count == 0 and not server.holds.held()
+    assert consumer.answer(held).code == R.SYSTEM_ERROR and consumer.conn.in_flight == 0  # it retries
     server.stop()
     assert server.store._closed
 

@@ -272,15 +272,19 @@ class PullProcessor:
                 self._emit(pull, started, woke, wake, busy)
                 d.callback(busy)
                 return True
-            refused = self._refusal(pull)
-            if refused is not None:
-                self._emit(pull, started, woke, wake, refused)
-                d.callback(refused)
-                return True
-            result = read()
-            if result.status != GetStatus.FOUND and not final:
-                return False
-            response = self._answer(pull, result)
+            try:
+                refused = self._refusal(pull)
+                if refused is not None:
+                    self._emit(pull, started, woke, wake, refused)
+                    d.callback(refused)
+                    return True
+                result = read()
+                if result.status != GetStatus.FOUND and not final:
+                    return False
+                response = self._answer(pull, result)
+            except Exception:  # the hold service logs and counts it; the client gets an answer it retries
+                d.callback(pull.request.response(ResponseCode.SYSTEM_ERROR, "rmqproxy: re-reading this held pull failed"))
+                raise
             self._emit(pull, started, woke, wake, response)
             d.callback(response)
             return True
