@@ -161,13 +161,14 @@ class Runtime:
              settle: Callable[[], defer.Deferred] | None = None) -> defer.Deferred:  # fmt: skip
         """Stop in the order that lets every client get its last answers (docs/operations.md,
         "Rolling restarts"): /ready says draining; the periodic tasks and listening stop, and the
-        root's ``first`` steps (ports of its own); held pulls are answered; then, up to
-        ``shutdownDrainTimeoutMillis``, the answers still in flight go out; then the root's
-        ``steps`` run (each failure logged, the rest still run), the event log closes, and the
-        client connections close gracefully. The Deferred fires once they are gone and
-        ``settle`` (what the root still owes upstream) has fired, at most ``CLOSE_WAIT_S`` later.
-        (A Java 4.9 client does not fail requests pending on a closed connection: unanswered,
-        they would make it wait out its own timeout after a restart.)"""
+        root's ``first`` steps (ports of its own); up to ``shutdownDrainTimeoutMillis``, the
+        answers still in flight go out (held pulls stay held meanwhile); then held pulls are
+        answered, the root's ``steps`` run (each failure logged, the rest still run), the event
+        log closes, and the client connections close gracefully, in the same turn. The Deferred
+        fires once they are gone and ``settle`` (what the root still owes upstream) has fired,
+        at most ``CLOSE_WAIT_S`` later. (A Java 4.9 client does not fail requests pending on a
+        closed connection: a held pull answered before the close would let it pull again on a
+        connection that no longer reads, and wait out its 30 s pull timeout after the restart.)"""
         self.stopped = True
         self.readiness.drain()
         for loop in self.loops.values():
@@ -175,9 +176,9 @@ class Runtime:
                 loop.stop()
         for port in self.ports:
             port.stopListening()
-        self._run_steps((*first, self.holds.shutdown))
+        self._run_steps(first)
         drained = self._in_flight_answered(self.config.shutdown_drain_timeout_ms / 1000)
-        return drained.addCallback(lambda _: self._close(steps, settle))
+        return drained.addCallback(lambda _: self._close((self.holds.shutdown, *steps), settle))
 
     def _run_steps(self, steps: Iterable[Callable[[], Any]]) -> None:
         for step in steps:
@@ -187,12 +188,14 @@ class Runtime:
                 log.failure("stopping: {step} failed", step=getattr(step, "__qualname__", step))
 
     def _in_flight_answered(self, timeout_s: float) -> defer.Deferred:
-        """Fires once no client connection awaits an answer (at once if none does), or after ``timeout_s``."""
+        """Fires once no client connection awaits an answer but its held pulls (at once if none
+        does), or after ``timeout_s``."""
         done: defer.Deferred = defer.Deferred()
         deadline = self.reactor.seconds() + timeout_s
+        holds = self.holds
 
         def check() -> None:
-            waiting = sum(conn.in_flight for conn in self.connections if conn.connected)
+            waiting = sum(conn.in_flight - holds.held_by(conn) for conn in self.connections if conn.connected)
             if not waiting:
                 done.callback(None)
             elif self.reactor.seconds() >= deadline:

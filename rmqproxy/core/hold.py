@@ -139,6 +139,10 @@ class HoldService:
         self.failures = 0  # re-reads that raised
         self.closed = False  # shut down: pulls are no longer held
 
+    def held_by(self, conn: Hashable) -> int:
+        """How many pulls ``conn`` has held now."""
+        return len(self._by_conn.get(conn, ()))
+
     def conn_full(self, conn: Hashable) -> bool:
         """Whether ``conn`` already holds ``max_held_per_conn`` pulls."""
         return len(self._by_conn.get(conn, ())) >= self.max_held_per_conn

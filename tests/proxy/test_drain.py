@@ -1,7 +1,7 @@
 """A proxy that is asked to stop (SIGTERM) drains (rmqproxy/runtime.py ``stop``): it stops
-accepting and says so on /ready, answers held pulls, lets answers already in flight reach their
-clients (up to shutdownDrainTimeoutMillis), then closes its clients and waits for a departed
-orderly consumer's queue locks to be released upstream. And it is ready only once it has read
+accepting and says so on /ready, lets answers already in flight reach their clients (up to
+shutdownDrainTimeoutMillis), answers held pulls as it closes its clients, and waits for a
+departed orderly consumer's queue locks to be released upstream. And it is ready only once it has read
 the upstream cluster."""
 
 from __future__ import annotations
@@ -69,22 +69,26 @@ def test_answers_that_do_not_come_within_the_drain_timeout_do_not_hold_the_stop(
     assert _fired(stopped)
 
 
-def test_held_pulls_are_answered_at_once_and_do_not_hold_the_drain(setup) -> None:
+def test_held_pulls_stay_held_while_the_drain_lasts_and_are_answered_with_the_close(setup) -> None:
     proxy, reactor, client = setup
     opaque = client.send(RequestCode.PULL_MESSAGE, **pull_fields())
     (pull,) = client.broker.requests(RequestCode.PULL_MESSAGE)
     client.broker.answer(pull, ResponseCode.PULL_NOT_FOUND, {"nextBeginOffset": "0", "minOffset": "0",
                                                                "maxOffset": "0", "suggestWhichBrokerId": "0"})  # fmt: skip
     assert client.answer(opaque) is None  # held by the proxy till its deadline
+    _in_flight(client, 5)
     proxy.stop()
+    reactor.advance(1.0)
+    assert client.answer(opaque) is None and not client.transport.disconnecting  # a held pull does not hold the drain
+    client.broker.conn.dataReceived(RemotingCommand(ResponseCode.SUCCESS, opaque=5, flag=FLAG_RESPONSE).encode())
+    reactor.advance(DRAIN_POLL_S)
     assert client.answer(opaque).code == ResponseCode.PULL_NOT_FOUND
-    assert client.transport.disconnecting
+    assert client.transport.disconnecting  # in the same turn: no pull again on a connection that closes
 
 
-def test_a_pull_sent_while_draining_is_answered_at_once_not_held_upstream(setup) -> None:
+def test_a_pull_that_comes_once_held_pulls_are_ended_is_answered_at_once_not_held_upstream(setup) -> None:
     proxy, reactor, client = setup
-    _in_flight(client, 5)  # keeps the connection open through the drain
-    proxy.stop()
+    proxy.runtime.holds.shutdown()
     opaque = client.send(RequestCode.PULL_MESSAGE, **pull_fields(offset=3))
     assert client.broker.requests(RequestCode.PULL_MESSAGE) == []
     answer = client.answer(opaque)
