@@ -21,6 +21,8 @@ Invariants:
 - What its peer has sent of a frame it has not finished is counted, after each read, by the
   ``unfinished.UnfinishedFrames`` every connection of the server shares: past their total bound,
   or once it waits too long for the frame's next byte, the connection is closed (``abort``).
+- A relay pairs two connections: ``on_pause`` tells it when this one's peer stops (or starts
+  again) reading, and ``hold_back`` stops reading the other one meanwhile.
 - Back-pressure: the connection is its transport's streaming producer. Once more of its replies
   wait to be sent than the kernel's socket buffer and Twisted's ``bufferSize`` (64 KiB) hold (the
   peer is not reading), Twisted pauses it and it stops reading the socket; frames already read
@@ -121,6 +123,8 @@ class Connection(Protocol):
         self.ip = ""  # the peer's address, as ACL whitelists name it
         self.born_host = HostPort("0.0.0.0", 0)  # the peer as a message's BORNHOST
         self._waiting: list[bytes] = []  # frames read but not handled while paused
+        self.held_back = False  # not read for another connection's sake (``hold_back``)
+        self.on_pause: Callable[[bool], None] | None = None  # told when our peer stops or starts reading again
 
     def __repr__(self) -> str:
         return f"<Connection {self.id} {self.remote}>"
@@ -177,6 +181,19 @@ class Connection(Protocol):
         if self.writer.pause():
             log.debug("pausing {conn}: its replies are not being read", conn=self)
             self.transport.pauseProducing()
+            if self.on_pause is not None:
+                self.on_pause(True)
+
+    def hold_back(self, on: bool) -> None:
+        """Stop (True) or start again reading this peer for another connection's sake: a relay
+        whose other side is not reading what it forwards, so what it reads here is bounded."""
+        self.held_back = on
+        if not self.writer.open:
+            return
+        if on:
+            self.transport.pauseProducing()
+        elif not self.writer.paused:
+            self.transport.resumeProducing()
 
     def resumeProducing(self) -> None:
         """The replies have drained: handle the frames that waited, then read again."""
@@ -190,7 +207,10 @@ class Connection(Protocol):
         if waiting:
             self._handle(waiting)
         if not writer.paused:
-            self.transport.resumeProducing()
+            if not self.held_back:
+                self.transport.resumeProducing()
+            if self.on_pause is not None:
+                self.on_pause(False)
 
     def stopProducing(self) -> None:
         self._waiting = []
@@ -315,6 +335,8 @@ class Connection(Protocol):
             log.info(fmt, code=request_code, conn=self, answer=answer_code, remark=answer.remark)
 
     def connectionLost(self, reason: Failure = None) -> None:
+        if self.writer.paused and self.on_pause is not None:
+            self.on_pause(False)  # gone: nothing waits for this peer to read any more
         self.frames.release(self)
         self.writer.close()
         self.outbound.close()

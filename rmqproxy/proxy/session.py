@@ -220,9 +220,12 @@ class BrokerSession:
         self.shared.handoff.joined(self)
 
     def upstream_ready(self, conn: Connection) -> defer.Deferred | None:
-        """A new upstream connection: its answers may come back as bytes (``_from_broker``), and
-        the client is registered on it (its last heartbeat) before anything else goes."""
+        """A new upstream connection: its answers may come back as bytes (``_from_broker``), the
+        client is not read while the broker does not read what is forwarded (so what waits for
+        the broker is bounded by one socket buffer and one read), and the client is registered
+        on it (its last heartbeat) before anything else goes."""
         conn.shortcut = partial(self._from_broker, conn)
+        conn.on_pause = self.client.hold_back  # a broker not reading what is forwarded: stop reading the client
         if self.heartbeat is None:
             return None
         d = ask(conn, self.heartbeat, self.shared.timeout_s)

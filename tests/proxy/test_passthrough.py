@@ -130,3 +130,21 @@ def test_the_broker_s_answer_to_a_client_that_is_not_reading_is_bounded(setup) -
     first, second = client.read()
     assert (first.code, len(first.body)) == (ResponseCode.SUCCESS, 600)
     assert second.code == ResponseCode.SYSTEM_BUSY and second.body == b""
+
+
+def test_a_broker_that_does_not_read_what_is_forwarded_stops_the_proxy_reading_its_client(setup) -> None:
+    proxy, reactor, client = setup
+    client.broker.conn.pauseProducing()  # the upstream socket's buffer is full
+    assert client.transport.producerState == "paused"
+    client.conn.pauseProducing()
+    client.conn.resumeProducing()  # the client read its answers: still not read, for the broker's sake
+    assert client.transport.producerState == "paused"
+    client.broker.conn.resumeProducing()
+    assert client.transport.producerState == "producing"
+
+
+def test_a_client_held_back_for_its_broker_is_read_again_when_that_connection_goes(setup) -> None:
+    proxy, reactor, client = setup
+    client.broker.conn.pauseProducing()
+    client.broker.conn.connectionLost(None)
+    assert client.transport.producerState == "producing"
