@@ -19,7 +19,6 @@ import argparse
 import cProfile
 import io
 import json
-import os
 import pstats
 import statistics
 import sys
@@ -31,32 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from machine import commit, machine  # noqa: E402
 
+from send_frames import frames  # noqa: E402
+
 from codec import implementation  # noqa: E402
-from codec.codes import RequestCode  # noqa: E402
-from codec.command import RemotingCommand  # noqa: E402
-from codec.headers import REQUEST_HEADERS  # noqa: E402
-from codec.message import properties_to_string  # noqa: E402
 from tests.server.harness import Client, make_server  # noqa: E402
 
 FRAMES_PER_READ = 8
-QUEUES = 4
-
-
-def frames(count: int) -> list[bytes]:
-    """``count`` send frames, each with its own keys, unique key and born time."""
-    codec = REQUEST_HEADERS[RequestCode.SEND_MESSAGE_V2]
-    body = os.urandom(1024)
-    out = []
-    for i in range(count):
-        props = properties_to_string({"KEYS": f"k{i}", "TAGS": "TagA", "WAIT": "true",
-                                      "UNIQ_KEY": f"7F00000100002A9F0000{i:012X}"})  # fmt: skip
-        header = codec.cls(producer_group="bench-pg", topic="SendPath", default_topic="TBW102", default_topic_queue_nums=QUEUES,
-                           queue_id=i % QUEUES, sys_flag=0, born_timestamp=1_700_000_000_000 + i, flag=0,
-                           properties=props, reconsume_times=0, unit_mode=False, batch=False)  # fmt: skip
-        command = RemotingCommand(code=RequestCode.SEND_MESSAGE_V2, opaque=i + 1, ext_fields=codec.encode(header),
-                                  body=body, version=395)  # fmt: skip
-        out.append(command.encode())
-    return out
 
 
 def measure(messages: int, profile: bool) -> dict:
