@@ -173,10 +173,9 @@ cdef class FrameDecoder:
 # --- remoting headers ------------------------------------------------------------------------
 
 
-def command_decode(cls, payload):
-    """Twin of ``RemotingCommand.decode`` (bound as its classmethod)."""
-    if type(payload) is not bytes:
-        return _pure_command_decode(cls, payload)
+cdef dict _header_fields_of(bytes payload, Py_ssize_t* header_end):
+    """Twin of ``codec.command._split_header`` for a bytes payload: its checked header properties
+    (with ``serialize_type`` and ``_raw``), and where the body begins, into ``header_end``."""
     cdef Py_ssize_t size = PyBytes_GET_SIZE(payload)
     if size < 4:
         raise HeaderError(f"frame payload of {size} bytes has no header length", where=0)
@@ -187,7 +186,6 @@ def command_decode(cls, payload):
     if header_len > size - 4:
         raise HeaderError(f"header length {header_len} exceeds frame payload {size - 4}", where=4)
     header = PyBytes_FromStringAndSize(<const char*>p + 4, header_len)
-    body = PyBytes_FromStringAndSize(<const char*>p + 4 + header_len, size - 4 - header_len)
     cdef dict fields
     if serialize_type == _SER_JSON:
         fields = decode_json(header)
@@ -195,9 +193,20 @@ def command_decode(cls, payload):
         fields = decode_binary(header)
     else:
         raise HeaderError(f"unknown serialize type {serialize_type}", where=4)
-    fields["body"] = body
     fields["serialize_type"] = serialize_type
     fields["_raw"] = (header, fields["opaque"])
+    header_end[0] = 4 + header_len
+    return fields
+
+
+def command_decode(cls, payload):
+    """Twin of ``RemotingCommand.decode`` (bound as its classmethod)."""
+    if type(payload) is not bytes:
+        return _pure_command_decode(cls, payload)
+    cdef Py_ssize_t header_end
+    cdef dict fields = _header_fields_of(payload, &header_end)
+    fields["body"] = PyBytes_FromStringAndSize(PyBytes_AS_STRING(payload) + header_end,
+                                               PyBytes_GET_SIZE(payload) - header_end)
     command = _object_new(_RemotingCommand)
     _object_setattr(command, "__dict__", fields)
     return command
@@ -207,23 +216,8 @@ def command_peek(payload):
     """Twin of ``codec.command.peek``: (code, flag, opaque) of a payload whose header is valid."""
     if type(payload) is not bytes:
         return _pure_peek(payload)
-    cdef Py_ssize_t size = PyBytes_GET_SIZE(payload)
-    if size < 4:
-        raise HeaderError(f"frame payload of {size} bytes has no header length", where=0)
-    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(payload)
-    cdef unsigned int word = <unsigned int>_i32(p)
-    cdef int serialize_type = (word >> 24) & 0xFF
-    cdef Py_ssize_t header_len = word & 0xFFFFFF
-    if header_len > size - 4:
-        raise HeaderError(f"header length {header_len} exceeds frame payload {size - 4}", where=4)
-    header = PyBytes_FromStringAndSize(<const char*>p + 4, header_len)
-    cdef dict fields
-    if serialize_type == _SER_JSON:
-        fields = decode_json(header)
-    elif serialize_type == _SER_ROCKETMQ:
-        fields = decode_binary(header)
-    else:
-        raise HeaderError(f"unknown serialize type {serialize_type}", where=4)
+    cdef Py_ssize_t header_end
+    cdef dict fields = _header_fields_of(payload, &header_end)
     return (fields["code"], fields["flag"], fields["opaque"])
 
 

@@ -139,44 +139,39 @@ class RemotingCommand:
     @classmethod
     def decode(cls, payload: bytes) -> RemotingCommand:
         """Decode a frame payload (the bytes after the length prefix)."""
-        if len(payload) < 4:
-            raise HeaderError(f"frame payload of {len(payload)} bytes has no header length", where=0)
-        (word,) = _INT32.unpack_from(payload, 0)
-        serialize_type = (word >> 24) & 0xFF
-        header_len = word & 0xFFFFFF
-        if header_len > len(payload) - 4:
-            raise HeaderError(f"header length {header_len} exceeds frame payload {len(payload) - 4}", where=4)
-        header = payload[4 : 4 + header_len]
-        body = bytes(payload[4 + header_len :])
-        if serialize_type == SerializeType.JSON:
-            fields = _decode_json(header)
-        elif serialize_type == SerializeType.ROCKETMQ:
-            fields = _decode_binary(header)
-        else:
-            raise HeaderError(f"unknown serialize type {serialize_type}", where=4)
-        fields["body"] = body
-        fields["serialize_type"] = serialize_type
-        fields["_raw"] = (header, fields["opaque"])  # see ``with_opaque``; not a field: equality ignores it
+        fields, header_end = _split_header(payload)
+        fields["body"] = bytes(payload[header_end:])
         return _with_fields(fields)
+
+
+def _split_header(payload: bytes) -> tuple[dict, int]:
+    """The header properties of a frame payload, checked (``HeaderError`` when they cannot be
+    read), with ``serialize_type`` and ``_raw`` (the header bytes and the opaque they had: see
+    ``with_opaque``; not a field, equality ignores it) among them; and where the body begins."""
+    if len(payload) < 4:
+        raise HeaderError(f"frame payload of {len(payload)} bytes has no header length", where=0)
+    (word,) = _INT32.unpack_from(payload, 0)
+    serialize_type = (word >> 24) & 0xFF
+    header_len = word & 0xFFFFFF
+    if header_len > len(payload) - 4:
+        raise HeaderError(f"header length {header_len} exceeds frame payload {len(payload) - 4}", where=4)
+    header = payload[4 : 4 + header_len]
+    if serialize_type == SerializeType.JSON:
+        fields = _decode_json(header)
+    elif serialize_type == SerializeType.ROCKETMQ:
+        fields = _decode_binary(header)
+    else:
+        raise HeaderError(f"unknown serialize type {serialize_type}", where=4)
+    fields["serialize_type"] = serialize_type
+    fields["_raw"] = (header, fields["opaque"])
+    return fields, 4 + header_len
 
 
 def peek(payload: bytes) -> tuple[int, int, int]:
     """(code, flag, opaque) of a frame payload whose header is valid as ``decode`` reads it (the
     same ``HeaderError`` when not), without building the command or copying its body: what a
     relay that passes frames on as bytes needs to know of them."""
-    if len(payload) < 4:
-        raise HeaderError(f"frame payload of {len(payload)} bytes has no header length", where=0)
-    (word,) = _INT32.unpack_from(payload, 0)
-    header_len = word & 0xFFFFFF
-    if header_len > len(payload) - 4:
-        raise HeaderError(f"header length {header_len} exceeds frame payload {len(payload) - 4}", where=4)
-    serialize_type = (word >> 24) & 0xFF
-    if serialize_type == SerializeType.JSON:
-        fields = _decode_json(payload[4 : 4 + header_len])
-    elif serialize_type == SerializeType.ROCKETMQ:
-        fields = _decode_binary(payload[4 : 4 + header_len])
-    else:
-        raise HeaderError(f"unknown serialize type {serialize_type}", where=4)
+    fields, _ = _split_header(payload)
     return fields["code"], fields["flag"], fields["opaque"]
 
 

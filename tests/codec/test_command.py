@@ -271,23 +271,31 @@ def test_a_json_header_written_by_another_client_is_patched_in_place() -> None:
     assert RemotingCommand.decode(relayed[4:]).opaque == 9
 
 
+def _numbers(payload: bytes) -> tuple[int, int, int]:
+    decoded = RemotingCommand.decode(payload)
+    return decoded.code, decoded.flag, decoded.opaque
+
+
+def _agree(payload: bytes, reference, peeker) -> None:
+    """``peeker`` returns what ``reference`` returns for ``payload``, or raises the same kind of error."""
+    try:
+        expected = reference(payload)
+    except CodecError as exc:
+        with pytest.raises(type(exc)):
+            peeker(payload)
+    else:
+        assert peeker(payload) == expected
+
+
 @given(commands())
 def test_peek_reads_what_decode_reads(cmd: RemotingCommand) -> None:
     payload = cmd.encode()[4:]
-    decoded = RemotingCommand.decode(payload)
-    assert command_module.peek(payload) == (decoded.code, decoded.flag, decoded.opaque)
+    assert command_module.peek(payload) == _numbers(payload)
 
 
 @given(st.binary(max_size=300), st.sampled_from([0, 1, 2]))
 def test_peek_refuses_exactly_what_decode_refuses(header: bytes, stype: int) -> None:
-    payload = struct.pack(">i", (stype << 24) | len(header)) + header + b"body"
-    try:
-        decoded = RemotingCommand.decode(payload)
-    except CodecError as exc:
-        with pytest.raises(type(exc)):
-            command_module.peek(payload)
-    else:
-        assert command_module.peek(payload) == (decoded.code, decoded.flag, decoded.opaque)
+    _agree(struct.pack(">i", (stype << 24) | len(header)) + header + b"body", _numbers, command_module.peek)
 
 
 def test_peek_refuses_a_header_longer_than_its_frame() -> None:
@@ -298,8 +306,7 @@ def test_peek_refuses_a_header_longer_than_its_frame() -> None:
 @given(commands())
 def test_peek_answer_reads_what_decode_reads(cmd: RemotingCommand) -> None:
     payload = cmd.encode()[4:]
-    decoded = RemotingCommand.decode(payload)
-    assert command_module.peek_answer(payload) == (decoded.code, decoded.flag, decoded.opaque)
+    assert command_module.peek_answer(payload) == _numbers(payload)
 
 
 @pytest.mark.parametrize("header", [
@@ -310,14 +317,7 @@ def test_peek_answer_reads_what_decode_reads(cmd: RemotingCommand) -> None:
     b'{"code":1, "flag": 1, "opaque": 4}',  # spaces: not where it stands either
 ])  # fmt: skip
 def test_peek_answer_agrees_with_peek_on_awkward_headers(header: bytes) -> None:
-    payload = struct.pack(">i", len(header)) + header
-    try:
-        expected = command_module.peek(payload)
-    except CodecError as exc:
-        with pytest.raises(type(exc)):
-            command_module.peek_answer(payload)
-    else:
-        assert command_module.peek_answer(payload) == expected
+    _agree(struct.pack(">i", len(header)) + header, command_module.peek, command_module.peek_answer)
 
 
 def test_peek_answer_trusts_what_it_does_not_read() -> None:
