@@ -30,7 +30,7 @@ from twisted.logger import Logger
 
 from ..core.config import parse_properties
 
-__all__ = ["TlsError", "TlsSettings", "sniffing_factory"]
+__all__ = ["TlsError", "TlsSettings", "config_file_keys", "private_key", "sniffing_factory"]
 
 log = Logger()
 
@@ -59,19 +59,14 @@ class TlsSettings:
         values = {"test_mode": config.tls_test_mode, "cert_path": config.tls_cert_path, "key_path": config.tls_key_path,
                   "key_password": config.tls_key_password, "need_client_auth": config.tls_need_client_auth,
                   "trust_cert_path": config.tls_trust_cert_path}  # fmt: skip
-        path = Path(config.tls_config_file) if config.tls_config_file else None
-        if path is not None and path.is_file():
-            try:
-                keys = parse_properties(path.read_text(encoding="utf-8"))
-            except OSError as exc:
-                raise TlsError(f"tls.config.file {path}: {exc}") from None
-            names = {"tls.test.mode.enable": "test_mode", "tls.server.certPath": "cert_path",
-                     "tls.server.keyPath": "key_path", "tls.server.keyPassword": "key_password",
-                     "tls.server.need.client.auth": "need_client_auth", "tls.server.trustCertPath": "trust_cert_path"}  # fmt: skip
-            for key, field in names.items():
-                if key in keys:
-                    text = keys[key].strip()
-                    values[field] = text.lower() == "true" if field == "test_mode" else text
+        keys = config_file_keys(config)
+        names = {"tls.test.mode.enable": "test_mode", "tls.server.certPath": "cert_path",
+                 "tls.server.keyPath": "key_path", "tls.server.keyPassword": "key_password",
+                 "tls.server.need.client.auth": "need_client_auth", "tls.server.trustCertPath": "trust_cert_path"}  # fmt: skip
+        for key, field in names.items():
+            if key in keys:
+                text = keys[key].strip()
+                values[field] = text.lower() == "true" if field == "test_mode" else text
         settings = cls(mode=config.tls_mode.strip().lower(), **values)
         settings.check()
         return settings
@@ -101,7 +96,7 @@ class TlsSettings:
                 ctx.use_privatekey(key)
             else:
                 ctx.use_certificate_chain_file(self.cert_path)
-                ctx.use_privatekey(_private_key(Path(self.key_path), self.key_password))
+                ctx.use_privatekey(private_key(Path(self.key_path), self.key_password))
                 ctx.check_privatekey()
             auth = self.need_client_auth.lower()
             if auth != "none":
@@ -128,7 +123,7 @@ class TlsSettings:
             chain = cert.public_bytes(serialization.Encoding.PEM)
         else:
             try:
-                key = _private_key(Path(self.key_path), self.key_password)
+                key = private_key(Path(self.key_path), self.key_password)
                 chain = Path(self.cert_path).read_bytes()
             except (OSError, ValueError, TypeError) as exc:
                 raise TlsError(f"TLS certificate or key does not load: {exc}") from None
@@ -147,7 +142,19 @@ class TlsSettings:
             raise TlsError(f"tls.server.trustCertPath: {exc}") from None
 
 
-def _private_key(path: Path, password: str) -> Any:
+def config_file_keys(config: Any) -> dict[str, str]:
+    """The keys of ``tls.config.file`` (Java properties), none when it is not a file; one that
+    cannot be read stops the start."""
+    path = Path(config.tls_config_file) if config.tls_config_file else None
+    if path is None or not path.is_file():
+        return {}
+    try:
+        return parse_properties(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TlsError(f"tls.config.file {path}: {exc}") from None
+
+
+def private_key(path: Path, password: str) -> Any:
     """The PEM private key at ``path``, decrypted with ``password`` if it is encrypted."""
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
