@@ -29,6 +29,8 @@ from ..core.config import SETTINGS, Config
 from ..observe.pull_events import PullEvent
 from ..runtime import Runtime
 from ..net.replies import WriteBatch
+from ..net.tls import TlsSettings, sniffing_factory
+from ..net.tls_client import UpstreamTls
 from ..net.transport import Connection
 from .handoff import LockHandoff
 from .nodes import NoFreePort, Node, NodeDirectory, parse_port_range
@@ -80,9 +82,11 @@ class ProxyServer:
         self.runtime = runtime = Runtime(config, reactor, node_id="rmqproxy-proxy", broker_label=True, wall=wall)
         self.metrics, self.holds = runtime.metrics, runtime.holds
         runtime.watch()
+        self.tls = TlsSettings.of(config)  # the client side: its ports, as ``serve`` serves TLS
         self.batch = WriteBatch()
         self.dialer = Dialer(reactor, max_frame_bytes=config.max_frame_size, timeout_s=self.timeout_s, batch=self.batch,
-                             deadlines=runtime.deadlines, frames=runtime.unfinished_frames)  # fmt: skip
+                             deadlines=runtime.deadlines, frames=runtime.unfinished_frames,
+                             tls=UpstreamTls.of(config))  # fmt: skip
         self.namesrvs = NameServers(self.dialer, config.namesrv_addr)
         self.nodes = NodeDirectory(parse_port_range(config.proxy_broker_ports, config.listen_port),
                                    config.advertised_host, self._listen_node, fast=config.fast_port_enable)  # fmt: skip
@@ -102,15 +106,16 @@ class ProxyServer:
         ports in sorted order; the Deferred fires when that is done (or failed: ports are then
         given as routes name the brokers)."""
         config = self.config
-        self.runtime.listen(config.listen_port, _ConnectionFactory(self, self._namesrv_request, None))
+        self.runtime.listen(config.listen_port, self._factory(self._namesrv_request, None))
         self.runtime.serve_metrics()
         self.runtime.every([(0.5, self.runtime.pull_log.flush), (10.0, self._sweep)])
         unused = sorted({s.key for s in SETTINGS if not s.proxy and getattr(config, s.field) != s.default} | set(config.extra))
         if unused:
             log.warn("keys proxy mode does not use, ignored: {keys}", keys=", ".join(unused))
-        log.info("rmqproxy proxy listening on {host}:{port} (name server) in front of {upstream}, codec {codec}",
-                 host=config.bind_address, port=config.listen_port, upstream=config.namesrv_addr,
-                 codec=codec_implementation.describe())  # fmt: skip
+        log.info("rmqproxy proxy listening on {host}:{port} (name server) in front of {upstream}, codec {codec}, "
+                 "TLS {mode} to clients, {upstream_tls} upstream", host=config.bind_address, port=config.listen_port,
+                 upstream=config.namesrv_addr, codec=codec_implementation.describe(), mode=self.tls.mode,
+                 upstream_tls="TLS" if self.dialer.tls is not None else "plain TCP")  # fmt: skip
         return self._prime()
 
     def _prime(self, attempt: int = 1) -> defer.Deferred:
@@ -138,7 +143,11 @@ class ProxyServer:
 
     def _listen_node(self, node: Node, port: int) -> IListeningPort:
         """Listen on ``port`` (the node's port or its fast port) for connections relayed to ``node``."""
-        return self.runtime.open_port(port, _ConnectionFactory(self, self._broker_request, node))
+        return self.runtime.open_port(port, self._factory(self._broker_request, node))
+
+    def _factory(self, handler: Any, node: Node | None) -> Factory:
+        """Client connections served by ``handler`` (relayed to ``node``), TLS or plain per ``tls.server.mode``."""
+        return sniffing_factory(_ConnectionFactory(self, handler, node), self.tls, self.reactor)
 
     def stop(self) -> defer.Deferred:
         """Stop accepting on every port, answer held pulls (PULL_NOT_FOUND), let the answers in

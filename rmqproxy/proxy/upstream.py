@@ -22,6 +22,7 @@ from codec.command import RemotingCommand
 from ..core.alarm import Deadlines
 from ..net.outbound import RequestTimeout
 from ..net.replies import WriteBatch
+from ..net.tls_client import UpstreamTls
 from ..net.transport import Connection, Handler
 from ..net.unfinished import UnfinishedFrames
 
@@ -39,13 +40,16 @@ class UpstreamError(Exception):
 
 
 class Dialer:
-    """How the proxy opens upstream connections: their frame cap, connect timeout, and the write
-    batch, deadlines and unfinished-frame bounds they share with the client connections
-    (``replies.WriteBatch``, ``alarm.Deadlines``, ``unfinished.UnfinishedFrames``)."""
+    """How the proxy opens upstream connections: their frame cap, connect timeout, TLS
+    (``tls_client.UpstreamTls``), and the write batch, deadlines and unfinished-frame bounds they
+    share with the client connections (``replies.WriteBatch``, ``alarm.Deadlines``,
+    ``unfinished.UnfinishedFrames``)."""
 
     def __init__(self, reactor: Any, *, max_frame_bytes: int, timeout_s: float, batch: WriteBatch | None = None,
-                 deadlines: Deadlines | None = None, frames: UnfinishedFrames | None = None) -> None:  # fmt: skip
+                 deadlines: Deadlines | None = None, frames: UnfinishedFrames | None = None,
+                 tls: UpstreamTls | None = None) -> None:  # fmt: skip
         self.reactor = reactor
+        self.tls = tls if tls is not None and tls.enable else None  # TLS around every dial (tls.enable), else plain
         self.max_frame_bytes = max_frame_bytes
         self.timeout_s = timeout_s
         self.batch = batch
@@ -66,6 +70,8 @@ class Dialer:
         def failed(failure: Any) -> None:
             raise UpstreamError(f"cannot connect to {address}: {failure.getErrorMessage()}")
 
+        if self.tls is not None:
+            return self.tls.connect(endpoint, _Quiet(conn), self.reactor, self.timeout_s).addErrback(failed)
         return endpoint.connect(_Quiet(conn)).addErrback(failed)
 
 
