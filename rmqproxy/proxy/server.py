@@ -5,6 +5,8 @@ addresses of route and cluster-info answers to the proxy's own listeners (``rout
 Each listener stands for one upstream broker node; each client connection on it gets a
 ``BrokerSession`` with its own upstream connection. There is no store: what the proxy keeps is
 per connection (sessions, pull slots) or bounded (held pulls, kept answers, lock records).
+Every listener serves TLS per ``tls.server.mode`` as ``serve``'s do (``net.tls``), and with
+``tls.enable`` every upstream dial is TLS (``net.tls_client``, through the ``Dialer``).
 docs/architecture.md, "Proxy mode", says why it is built this way.
 """
 
