@@ -63,8 +63,11 @@ ENFORCING_LINE = "plain TCP, but tls.server.mode is enforcing"  # rmqproxy's log
 
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 and localhost (PEM) and its key (PEM, PKCS8)."""
-    directory = tmp_path_factory.mktemp("tls")
+    return loopback_certificate(tmp_path_factory.mktemp("tls"))
+
+
+def loopback_certificate(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and localhost (PEM) and its key (PEM, PKCS8), in ``directory``."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "rmqproxy TLS interop test")])
     now = datetime.datetime.now(datetime.timezone.utc)
