@@ -209,6 +209,7 @@ class _Sniffer(Protocol):
             chosen = self.sniffing.tls if tls else self.sniffing.plain
             self.inner = chosen.buildProtocol(self.addr)
             self.inner.makeConnection(self.transport)
+            self.dataReceived = self.inner.dataReceived  # type: ignore[method-assign]  # no look on every later read
         self.inner.dataReceived(data)
 
     def connectionLost(self, reason: Any) -> None:  # noqa: N802
