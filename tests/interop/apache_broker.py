@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from .maven import build_classpath
-from .server import SHORT_DELAY_LEVELS, ScratchServer, ServerError, free_port, wait_for_line
+from .server import SHORT_DELAY_LEVELS, ScratchServer, ServerError, free_port, kill_amid_requests, wait_for_line
 
 __all__ = [
     "REFERENCE_VERSION",
@@ -344,6 +344,12 @@ class JvmPair(ScratchServer):
     def kill(self) -> None:
         """SIGKILL both JVMs, as a crash would stop them (``start()`` brings them back on the same store)."""
         self._halt()
+
+    def crash(self) -> None:
+        """SIGKILL both JVMs amid clients' requests to the broker (``server.kill_amid_requests``;
+        ``start()`` brings them back on the same store)."""
+        port = int(self.broker_addr.rsplit(":", 1)[1])
+        kill_amid_requests([self._served.pid, self._namesrv.pid], {port}, self._halt)
 
     def alive(self) -> bool:
         return self._namesrv.alive() and self._served.alive()

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Protocol, Self
 
@@ -36,6 +37,7 @@ __all__ = [
     "ScenarioServer",
     "ServerError",
     "free_port",
+    "kill_amid_requests",
     "serve_available",
     "start_target",
     "wait_for_line",
@@ -65,6 +67,8 @@ class ScenarioServer(Protocol):
     def restart(self) -> None: ...
 
     def kill(self) -> None: ...
+
+    def crash(self) -> None: ...
 
     def stop(self) -> None: ...
 
@@ -127,6 +131,53 @@ def wait_for_line(log: Path, needle: str, proc: subprocess.Popen[bytes], timeout
         if time.monotonic() > deadline:
             raise ServerError(f"{proc.args!r} did not print {needle!r} within {timeout:.0f}s")
         time.sleep(0.05)
+
+
+#: How long ``kill_amid_requests`` keeps a server stopped at most, waiting for every client
+#: connection to carry a request the server has not read. The tests that use it give their
+#: clients 1 s heartbeats, so each connection carries one within a second; a consumer's own
+#: offsets go every 5 s, the first 10 s after its start. Past this the kill comes anyway.
+AMID_REQUESTS_WAIT_S = 8.0
+
+
+def _unread_by_connection(ports: Collection[int]) -> dict[str, int]:
+    """Each established TCP connection into one of ``ports`` on this machine (the server's side of
+    it: "local port -> remote address") and the bytes waiting unread in its receive queue (Linux /proc)."""
+    out = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            local_port = int(f[1].rsplit(":", 1)[1], 16)
+            if f[3] == "01" and local_port in ports:  # 01: ESTABLISHED
+                out[f"{local_port}<-{f[2]}"] = int(f[4].split(":")[1], 16)
+    return out
+
+
+def kill_amid_requests(pids: Sequence[int], ports: Collection[int], kill: Callable[[], None],
+                       wait: float = AMID_REQUESTS_WAIT_S) -> None:  # fmt: skip
+    """A crash while clients talk to the server: SIGSTOP the processes ``pids``, wait until every
+    client connection into ``ports`` has a request the server has not read (at most ``wait`` s),
+    then ``kill()`` them (SIGKILL).
+
+    The server keeps what it had when stopped, as with a plain SIGKILL then. What differs is what
+    its clients see: a socket closed with unread bytes is reset (RST), where a quiet one ends with a
+    FIN. A Java 4.9.x client fails the requests in flight on a connection only when it closes the
+    connection itself, which it does on a reset but not on a FIN (its ``NettyConnectManageHandler``
+    has no ``channelInactive``; 5.x closes on both): after a FIN a pull the server held waits out
+    its 30 s timeout before the consumer pulls that queue again. A test about what the server kept
+    need not wait for that client gap."""
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and not all(_unread_by_connection(ports).values()):
+            time.sleep(0.05)
+    finally:
+        kill()
 
 
 def _tail(path: Path, chars: int) -> str:
@@ -295,6 +346,10 @@ class RunningServer(ScratchServer):
     def kill(self) -> None:
         """SIGKILL, as a crash would stop it (``start()`` brings it back on the same store)."""
         self._kill()
+
+    def crash(self) -> None:
+        """SIGKILL amid clients' requests (``kill_amid_requests``; ``start()`` brings it back on the same store)."""
+        kill_amid_requests([self.pid], {int(self.broker_addr.rsplit(":", 1)[1])}, self._kill)
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None

@@ -13,7 +13,9 @@ a 5.x push consumer often races its own start heartbeat ("sendHeartbeatToAllBrok
 heartBeat, but failed"), so its pulls carry a newer subVersion than the server registered and a
 server applying the reference's rule answers 25 (SUBSCRIPTION_NOT_LATEST) until the next 30 s
 heartbeat; a 4.9.x client does not fail requests in flight on a connection the server closed, so
-pulls held when the server stops time out after 30 s unless the server answers them before closing;
+pulls held when the server stops time out after 30 s unless the server answers them before closing
+or the connection is reset (the crash test kills the server amid requests, which resets them:
+``server.kill_amid_requests``);
 a fresh group's %RETRY% queue is assigned only after a route poll and a rebalance (the retry
 scenario shortens both intervals).
 """
@@ -270,10 +272,12 @@ def test_crash(program: ScenarioProgram, own_server: ScenarioServer) -> None:
     topic = unique_name("Crash", program.line)
 
     def crash() -> None:
-        server.kill()
+        server.crash()  # kill -9, the clients' connections reset (server.kill_amid_requests)
         server.start()
 
-    (before, _), r = traffic_across(program, server.namesrv, topic, crash)
+    # 1 s heartbeats: while the server is held stopped for the kill, each client's connection
+    # carries a request within a second (a consumer's offsets go only every 5 s, from 10 s on)
+    (before, _), r = traffic_across(program, server.namesrv, topic, crash, heartbeat_ms=1000)
     no_error(r, server)
     fields = ("sent_ok", "send_failed", "send_failures", "received", "distinct", "duplicates", "missing",
               "missing_keys", "received_unacknowledged")

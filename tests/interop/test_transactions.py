@@ -73,7 +73,7 @@ def test_kill_9_between_prepare_and_decision(program: ScenarioProgram, server: S
         run.wait_progress("received", len(committed_first), timeout=30)  # the commits before the kill are applied
         progress = run.wait_progress("checks", 1, timeout=30)  # the broker knows the undecided ones and asks
         assert progress["received"] == len(committed_first), progress
-        server.kill()
+        server.crash()  # kill -9, the client's connections reset (server.kill_amid_requests)
         server.start()
     except BaseException:
         run.kill()

@@ -32,6 +32,8 @@ import org.apache.rocketmq.common.message.MessageExt;
  * <p>Result: sent_ok, send_not_ok (other SendStatus), send_failed (exceptions) with the first
  * failures, received / distinct / duplicates, missing (SEND_OK keys never received) with
  * missing_keys, received_unacknowledged (keys whose send threw but which arrived anyway).
+ *
+ * <p>--heartbeat-ms sets both clients' heartbeatBrokerInterval (the client's 30 s when not given).
  */
 final class RestartScenario {
     private RestartScenario() {
@@ -45,6 +47,7 @@ final class RestartScenario {
         long progressMs = a.getLong("progress-ms", 250);
         long drainMs = a.getLong("drain-ms", 60000);
         long maxSent = a.getLong("max-sent", Long.MAX_VALUE);
+        int heartbeatMs = a.getInt("heartbeat-ms", 0);
 
         Map<String, Boolean> acked = new ConcurrentHashMap<>();
         Map<String, AtomicInteger> seen = new ConcurrentHashMap<>();
@@ -58,6 +61,9 @@ final class RestartScenario {
 
         DefaultMQProducer producer = new DefaultMQProducer(group + "-producer");
         producer.setNamesrvAddr(a.namesrv());
+        if (heartbeatMs > 0) {
+            producer.setHeartbeatBrokerInterval(heartbeatMs);
+        }
         producer.start();
         // the first send creates the topic, so the consumer finds its route when it starts
         String firstKey = prefix + "-" + nextIndex.getAndIncrement();
@@ -68,6 +74,9 @@ final class RestartScenario {
 
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
         consumer.setNamesrvAddr(a.namesrv());
+        if (heartbeatMs > 0) {
+            consumer.setHeartbeatBrokerInterval(heartbeatMs);
+        }
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         consumer.subscribe(topic, "*");
         consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {

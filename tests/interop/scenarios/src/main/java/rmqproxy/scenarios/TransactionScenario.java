@@ -164,6 +164,10 @@ final class TransactionScenario {
         throws Exception {
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
         consumer.setNamesrvAddr(a.namesrv());
+        // as the producer's: a restarted broker knows the group again within a second (a 4.9.7 broker
+        // answers its pulls 24, group info not exist, until then), and while the test holds the
+        // broker stopped to kill it, the consumer's connection carries a request within a second
+        consumer.setHeartbeatBrokerInterval(1000);
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         consumer.subscribe(topic, "Tx");
         consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
