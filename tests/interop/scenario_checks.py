@@ -122,13 +122,17 @@ def send_to_new_topic(program: ScenarioProgram, server: ScenarioServer, tmp_path
 
 def traffic_across(program: ScenarioProgram, namesrv: str, topic: str, *events: Callable[[], None],
                    after: int = 200, timeout: float = 90,
-                   heartbeat_ms: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
+                   heartbeat_ms: int | None = None,
+                   poll_namesrv_ms: int | None = None,
+                   rebalance_interval_ms: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
     """The restart scenario (a producer and a consumer running on ``topic``) across ``events``:
     each runs once ``after`` messages have arrived (the first) or ``after`` more than were sent when
     the one before ran. Returns the progress at each of those points and the scenario's result.
-    ``heartbeat_ms`` sets both clients' heartbeat interval (else the client's 30 s)."""
+    ``heartbeat_ms``, ``poll_namesrv_ms`` and ``rebalance_interval_ms`` set the clients' heartbeat,
+    route poll and rebalance intervals (else the client's 30 s, 30 s and 20 s)."""
     run = program.start("restart", namesrv=namesrv, topic=topic, group=f"{topic}-cg", interval_ms=5,
-                        heartbeat_ms=heartbeat_ms)  # fmt: skip
+                        heartbeat_ms=heartbeat_ms, poll_namesrv_ms=poll_namesrv_ms,
+                        rebalance_interval_ms=rebalance_interval_ms)  # fmt: skip
     try:
         marks = [run.wait_progress("received", after, timeout=timeout)]
         for event in events:

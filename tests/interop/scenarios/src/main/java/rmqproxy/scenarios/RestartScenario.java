@@ -33,7 +33,9 @@ import org.apache.rocketmq.common.message.MessageExt;
  * failures, received / distinct / duplicates, missing (SEND_OK keys never received) with
  * missing_keys, received_unacknowledged (keys whose send threw but which arrived anyway).
  *
- * <p>--heartbeat-ms sets both clients' heartbeatBrokerInterval (the client's 30 s when not given).
+ * <p>--heartbeat-ms sets both clients' heartbeatBrokerInterval and --poll-namesrv-ms their
+ * pollNameServerInterval (the client's 30 s each when not given); --rebalance-interval-ms the system
+ * property rocketmq.client.rebalance.waitInterval (20 s when not given).
  */
 final class RestartScenario {
     private RestartScenario() {
@@ -48,6 +50,12 @@ final class RestartScenario {
         long drainMs = a.getLong("drain-ms", 60000);
         long maxSent = a.getLong("max-sent", Long.MAX_VALUE);
         int heartbeatMs = a.getInt("heartbeat-ms", 0);
+        int pollMs = a.getInt("poll-namesrv-ms", 0);
+        String rebalanceMs = a.get("rebalance-interval-ms", null);
+        if (rebalanceMs != null) {
+            // RebalanceService reads this once, when the first client instance of this JVM is created.
+            System.setProperty("rocketmq.client.rebalance.waitInterval", rebalanceMs);
+        }
 
         Map<String, Boolean> acked = new ConcurrentHashMap<>();
         Map<String, AtomicInteger> seen = new ConcurrentHashMap<>();
@@ -64,6 +72,9 @@ final class RestartScenario {
         if (heartbeatMs > 0) {
             producer.setHeartbeatBrokerInterval(heartbeatMs);
         }
+        if (pollMs > 0) {
+            producer.setPollNameServerInterval(pollMs);
+        }
         producer.start();
         // the first send creates the topic, so the consumer finds its route when it starts
         String firstKey = prefix + "-" + nextIndex.getAndIncrement();
@@ -76,6 +87,9 @@ final class RestartScenario {
         consumer.setNamesrvAddr(a.namesrv());
         if (heartbeatMs > 0) {
             consumer.setHeartbeatBrokerInterval(heartbeatMs);
+        }
+        if (pollMs > 0) {
+            consumer.setPollNameServerInterval(pollMs);
         }
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         consumer.subscribe(topic, "*");
