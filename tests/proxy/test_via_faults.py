@@ -23,6 +23,7 @@ from codec.codes import RequestCode, ResponseCode
 from tests.interop.apache_cluster import ApacheCluster
 from tests.interop.scenario_checks import explain, no_error, traffic_across
 from tests.interop.scenario_runner import ScenarioProgram, unique_name
+from tests.interop.server import kill_amid_requests
 from tests.interop.wire import WireClient
 
 from .proxied import ONLY_49, ProxiedCluster
@@ -72,13 +73,20 @@ def test_kill_9_of_the_proxy_during_traffic(program: ScenarioProgram, proxied: P
     broker restart (the reference's own case is the broker kill above); nothing acknowledged is
     lost."""
     proxy = proxied.proxy
+    first, last = proxy.broker_ports
 
     def crash_and_start() -> None:
-        proxy.kill()
+        # amid requests on the broker listeners, as a busy proxy dies: its clients' connections are
+        # reset, so a 4.9.8 consumer fails its pulls at once (``kill_amid_requests``)
+        kill_amid_requests([proxy.pid], set(range(first, last + 1)), proxy.kill)
         proxy.start()
 
-    (before, during), r = traffic_across(program, proxied.namesrv, unique_name("ViaProxyKill", program.line),
-                                         crash_and_start, timeout=120)  # fmt: skip
+    topic = unique_name("ViaProxyKill", program.line)
+    for addr in proxied.cluster.broker_addrs.values():  # on both brokers from the start, as above
+        with WireClient(addr) as wire:
+            assert wire.create_topic(topic, 4).code == ResponseCode.SUCCESS
+    (before, during), r = traffic_across(program, proxied.namesrv, topic, crash_and_start, timeout=120,
+                                         heartbeat_ms=1000)  # fmt: skip
     no_error(r, proxied)
     fields = ("sent_ok", "send_failed", "send_failures", "received", "distinct", "duplicates", "missing", "missing_keys",
               "drain_ms")  # fmt: skip
