@@ -162,14 +162,19 @@ def _refuse(_command: RemotingCommand, _conn: Connection) -> None:
 
 class NameServers:
     """The upstream name servers (``namesrvAddr``, Java's ``a;b`` syntax): one connection at a
-    time, to the first that answers, and the next one when it fails."""
+    time, to the first that answers, and the next one when it fails.
+
+    A failure moves the proxy on once: requests that fail together (all those in flight when a
+    name server dies, or waiting on a refused dial), or later on a name server already left
+    behind (in flight on one that stopped answering, whose socket closes after the next one is
+    connected), are asked again of the current one without moving past it or closing it."""
 
     def __init__(self, dialer: Dialer, addresses: str) -> None:
         self.addresses = [a.strip() for a in addresses.split(";") if a.strip()]
         if not self.addresses:
             raise ValueError("namesrvAddr names no name server (host:port[;host:port...])")
         self.timeout_s = dialer.timeout_s
-        self._index = 0
+        self._index = 0  # of the current name server; only ever increases
         self._link = LazyConnection(dialer, self._current, _refuse)
 
     def _current(self) -> str:
@@ -180,13 +185,15 @@ class NameServers:
         return self._attempt(command, len(self.addresses))
 
     def _attempt(self, command: RemotingCommand, tries: int) -> defer.Deferred:
+        index = self._index
         d = self._link.get().addCallback(ask, command, self.timeout_s)
 
         def failed(failure: Any) -> Any:
             failure.trap(UpstreamError)
-            if self._link.conn is not None:
-                self._link.conn.close()
-            self._index += 1
+            if index == self._index:  # the first to see this name server fail moves on
+                self._index += 1
+                if self._link.conn is not None:
+                    self._link.conn.close()
             if tries <= 1:
                 return failure
             log.warn("name server: {error}; trying the next", error=failure.getErrorMessage())
