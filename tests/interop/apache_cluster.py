@@ -1,17 +1,24 @@
-"""A reference Apache RocketMQ cluster: one 4.9.7 name server and several broker masters.
+"""A reference Apache RocketMQ cluster: one 4.9.7 name server (or more) and several broker masters.
 
 ::
 
-    with ApacheCluster(("broker-a", "broker-b")) as cluster:
-        ...  # clients use cluster.namesrv; cluster.broker_addrs == {"broker-a": "127.0.0.1:P", ...}
+    with ApacheCluster(("broker-a", "broker-b"), namesrvs=2) as cluster:
+        ...  # clients use cluster.namesrv (or all: cluster.namesrv_addr, "a;b");
+        ...  # cluster.broker_addrs == {"broker-a": "127.0.0.1:P", ...}
         cluster.kill("broker-b")  # SIGKILL, as a crash would
-        cluster.start_broker("broker-b")  # same port and store; back when the name server lists it
+        cluster.start_broker("broker-b")  # same port and store; back when the name servers list it
+        cluster.kill_namesrv(0)  # SIGKILL of the first name server; the other still lists the brokers
+        cluster.start_namesrv(0)  # same port; back when it lists every running broker
 
 Each broker is a master (brokerId 0) of ``DefaultCluster`` (4.9.7, or the 5.3.1 broker with
 ``broker_5=True``, which registers with the 4.9.7 name server as ``ApacheBroker`` does), built from
-the same pieces as ``apache_broker.ApacheBroker``.  Layout of the working directory::
+the same pieces as ``apache_broker.ApacheBroker``.  Every broker registers with every name server
+(``namesrvAddr`` "a;b"); with more than one name server it does so every 10 s rather than 30 s
+(``registerNameServerPeriod``, the broker's least), so a name server started again lists the
+brokers within 10 s. Layout of the working directory::
 
-    namesrv/        user.home of the name server: namesrv.conf, namesrv.out, namesrv.log, home/
+    namesrv/        user.home of the (first) name server: namesrv.conf, namesrv.out, namesrv.log, home/
+    namesrv-<i>/    the same for name server i (1, 2, ...) when there are several
     <broker name>/  user.home of that broker: broker.conf, broker.out, broker.log (4.9.x),
                     logs/rocketmqlogs/broker.log (5.x), store/, home/ (its ROCKETMQ_HOME)
 
@@ -20,10 +27,10 @@ Every broker has its own ``ROCKETMQ_HOME`` and ``user.home``: a 4.9.x broker log
 mix their logs; and with ``acl`` each reads (and watches, and may rewrite through the admin
 commands) its own ``home/conf/plain_acl.yml``.
 
-A broker is ready when it has printed its boot line and the name server's GET_BROKER_CLUSTER_INFO
-lists it, in ``DefaultCluster``, at its address.  ``restart()``, ``stop()``, ``log_tail()``,
-``close()``, ``namesrv`` and ``broker_addr`` (the first broker) let it stand where a
-``server.ScenarioServer`` is expected.
+A broker is ready when it has printed its boot line and every running name server's
+GET_BROKER_CLUSTER_INFO lists it, in ``DefaultCluster``, at its address.  ``restart()``,
+``stop()``, ``log_tail()``, ``close()``, ``namesrv`` (the first name server) and ``broker_addr``
+(the first broker) let it stand where a ``server.ScenarioServer`` is expected.
 """
 
 from __future__ import annotations
@@ -80,17 +87,21 @@ def listed_masters(info: ClusterInfo, cluster: str = CLUSTER_NAME) -> dict[str, 
 
 
 class ApacheCluster(ScratchServer):
-    """One name server and a master per name in ``brokers`` (context manager)."""
+    """``namesrvs`` name servers and a master per name in ``brokers`` (context manager)."""
 
     START_TIMEOUT = 90.0  # per JVM, to its boot line
     REGISTER_TIMEOUT = 30.0  # from the boot line to the name server listing the broker
     STOP_TIMEOUT = 60.0
+    #: How often the brokers of a cluster with several name servers register with each (ms): a name
+    #: server started again lists them within this (the broker's least; its default is 30 s).
+    REGISTER_PERIOD_MS = 10_000
 
     def __init__(
         self,
         brokers: Sequence[str] = ("broker-a", "broker-b"),
         *,
         broker_5: bool = False,
+        namesrvs: int = 1,
         broker_conf: Mapping[str, str] | None = None,
         acl: Mapping[str, str] | None = None,
         message_delay_level: str | None = SHORT_DELAY_LEVELS,
@@ -100,6 +111,8 @@ class ApacheCluster(ScratchServer):
         brokers = list(brokers)
         if not brokers or len(set(brokers)) != len(brokers):
             raise ValueError(f"broker names must be given, each once: {brokers!r}")
+        if namesrvs < 1:
+            raise ValueError(f"a cluster needs a name server: namesrvs={namesrvs!r}")
         if acl is not None:
             if not {"accessKey", "secretKey"} <= acl.keys():
                 raise ValueError("acl wants {'accessKey': ..., 'secretKey': ...}")
@@ -109,11 +122,13 @@ class ApacheCluster(ScratchServer):
         self.acl = dict(acl) if acl is not None else None
         self.classpath, self.broker_classpath = reference_classpaths(broker_5)
         self.ports: dict[str, int] = {}  # broker name -> listen port
+        self.namesrv_ports: list[int] = []
+        self._namesrvs: list[ReferenceJvm] = []
         self._brokers: dict[str, ReferenceJvm] = {}
         super().__init__(workdir, "rmq-reference-cluster-")
-        self.startup_seconds = 0.0  # of the last start(): name server, then every broker ready
+        self.startup_seconds = 0.0  # of the last start(): name servers, then every broker ready
         try:
-            self._prepare(brokers, broker_conf, message_delay_level, jvm)
+            self._prepare(namesrvs, brokers, broker_conf, message_delay_level, jvm)
             self.start()
         except BaseException:
             self.close()
@@ -121,27 +136,36 @@ class ApacheCluster(ScratchServer):
 
     def _prepare(
         self,
+        namesrvs: int,
         brokers: list[str],
         broker_conf: Mapping[str, str] | None,
         message_delay_level: str | None,
         jvm: Mapping[str, list[str]],
     ) -> None:
         """The working directory's confs and homes, and a ``ReferenceJvm`` per process."""
-        self.namesrv_port = free_port()
-        ns_dir = self.workdir / "namesrv"
-        self._namesrv = ReferenceJvm(
-            "namesrv", NAMESRV_MAIN, classpath=self.classpath, jvm=jvm["namesrv"],
-            conf=write_properties(ns_dir / "namesrv.conf", namesrv_properties(self.namesrv_port, ns_dir)),
-            home=make_home(ns_dir / "home", {"namesrv": ns_dir / "namesrv.log"}),
-            user_home=ns_dir, out_path=ns_dir / "namesrv.out", ready_line=NAMESRV_BOOT_LINE,
-            log_path=ns_dir / "namesrv.log", start_timeout=self.START_TIMEOUT, stop_timeout=self.STOP_TIMEOUT,
-        )  # fmt: skip
-        extra = {**({"aclEnable": "true"} if self.acl is not None else {}), **(broker_conf or {})}
+        for i in range(namesrvs):
+            port = free_port()
+            while port in self.namesrv_ports:
+                port = free_port()
+            self.namesrv_ports.append(port)
+            ns_dir = self.workdir / ("namesrv" if i == 0 else f"namesrv-{i}")
+            self._namesrvs.append(ReferenceJvm(
+                "namesrv", NAMESRV_MAIN, classpath=self.classpath, jvm=jvm["namesrv"],
+                conf=write_properties(ns_dir / "namesrv.conf", namesrv_properties(port, ns_dir)),
+                home=make_home(ns_dir / "home", {"namesrv": ns_dir / "namesrv.log"}),
+                user_home=ns_dir, out_path=ns_dir / "namesrv.out", ready_line=NAMESRV_BOOT_LINE,
+                log_path=ns_dir / "namesrv.log", start_timeout=self.START_TIMEOUT, stop_timeout=self.STOP_TIMEOUT,
+            ))  # fmt: skip
+        extra = {
+            **({"registerNameServerPeriod": str(self.REGISTER_PERIOD_MS)} if namesrvs > 1 else {}),
+            **({"aclEnable": "true"} if self.acl is not None else {}),
+            **(broker_conf or {}),
+        }
         for name in brokers:
             self.ports[name] = port = self._pick_broker_port()
             bdir = self.workdir / name
             conf = broker_properties(
-                name=name, port=port, namesrv=self.namesrv, store=bdir / "store",
+                name=name, port=port, namesrv=self.namesrv_addr, store=bdir / "store",
                 message_delay_level=message_delay_level, extra=extra,
             )  # fmt: skip
             self._brokers[name] = ReferenceJvm(
@@ -155,7 +179,7 @@ class ApacheCluster(ScratchServer):
     def _pick_broker_port(self) -> int:
         """A port free with port - 2 and port + 1 (what a broker binds), clear of those already
         picked: they are all free now, but the name server and the other brokers bind theirs later."""
-        taken = {self.namesrv_port} | {p + d for p in self.ports.values() for d in (-2, 0, 1)}
+        taken = {*self.namesrv_ports} | {p + d for p in self.ports.values() for d in (-2, 0, 1)}
         while True:
             port = free_port(also_free=(-2, 1))
             if not taken & {port - 2, port, port + 1}:
@@ -165,7 +189,18 @@ class ApacheCluster(ScratchServer):
 
     @property
     def namesrv(self) -> str:
-        return f"127.0.0.1:{self.namesrv_port}"
+        """The first name server's address."""
+        return self.namesrv_addrs[0]
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        """Each name server's address, the first first."""
+        return [f"127.0.0.1:{port}" for port in self.namesrv_ports]
+
+    @property
+    def namesrv_addr(self) -> str:
+        """Every name server, in Java's ``namesrvAddr`` syntax ("a;b"): what the brokers are given."""
+        return ";".join(self.namesrv_addrs)
 
     @property
     def broker_names(self) -> list[str]:
@@ -185,33 +220,37 @@ class ApacheCluster(ScratchServer):
 
     # --- the name server's view --------------------------------------------------------------
 
-    def cluster_info(self) -> ClusterInfo:
-        return cluster_info(self.namesrv)
+    def cluster_info(self, namesrv: int = 0) -> ClusterInfo:
+        """Name server ``namesrv``'s GET_BROKER_CLUSTER_INFO answer."""
+        return cluster_info(self.namesrv_addrs[namesrv])
 
-    def listed(self) -> dict[str, str]:
-        """Broker name -> address of the masters the name server lists in ``DefaultCluster``."""
-        return listed_masters(self.cluster_info())
+    def listed(self, namesrv: int = 0) -> dict[str, str]:
+        """Broker name -> address of the masters name server ``namesrv`` lists in ``DefaultCluster``."""
+        return listed_masters(self.cluster_info(namesrv))
 
-    def wait_listed(self, name: str, *, present: bool = True, timeout: float | None = None) -> None:
-        """Until the name server lists ``name`` at its address (or, ``present=False``, no longer
-        lists it: a broker's entry goes when its connection to the name server closes)."""
+    def wait_listed(self, name: str, *, present: bool = True, timeout: float | None = None,
+                    namesrv: int | None = None) -> None:  # fmt: skip
+        """Until every running name server (or only ``namesrv``) lists ``name`` at its address (or,
+        ``present=False``, no longer lists it: a broker's entry goes when its connection to the
+        name server closes)."""
         addr = self.broker_addrs[name]
         deadline = time.monotonic() + (self.REGISTER_TIMEOUT if timeout is None else timeout)
         seen: object = None
         while True:
+            asked = [namesrv] if namesrv is not None else [i for i, jvm in enumerate(self._namesrvs) if jvm.alive()]
             try:
-                masters = self.listed()
-                if (masters.get(name) == addr) == present:
+                views = {self.namesrv_addrs[i]: self.listed(i) for i in asked}
+                if all((masters.get(name) == addr) == present for masters in views.values()):
                     return
-                seen = masters
+                seen = views
             except (OSError, AssertionError, ServerError) as e:  # name server starting, closing, or refusing
                 seen = e
             if present and not self._broker(name).alive():
-                raise ServerError(f"{name} exited before the name server listed it\n{self.log_tail()}")
+                raise ServerError(f"{name} exited before the name servers listed it\n{self.log_tail()}")
             if time.monotonic() > deadline:
                 raise ServerError(
-                    f"the name server {'does not list' if present else 'still lists'} {name} at {addr} "
-                    f"(it answers {seen!r})\n{self.log_tail()}"
+                    f"a name server {'does not list' if present else 'still lists'} {name} at {addr} "
+                    f"(they answer {seen!r})\n{self.log_tail()}"
                 )
             time.sleep(0.1)
 
@@ -243,14 +282,39 @@ class ApacheCluster(ScratchServer):
                 jvm.kill()
             raise
 
+    def _namesrv(self, i: int) -> ReferenceJvm:
+        if not 0 <= i < len(self._namesrvs):
+            raise IndexError(f"no name server {i} in this cluster (it has {len(self._namesrvs)})")
+        return self._namesrvs[i]
+
+    def _start_namesrvs(self, indexes: list[int]) -> None:
+        """Spawn them all, then wait for each to boot and, once it has, to list every running
+        broker (a broker registers with each of its name servers every ``REGISTER_PERIOD_MS``)."""
+        for i in indexes:
+            self._namesrv(i).spawn()
+        for i in indexes:
+            self._ready(self._namesrv(i))
+        for i in indexes:
+            for name, jvm in self._brokers.items():
+                if jvm.alive():
+                    self.wait_listed(name, namesrv=i, timeout=self.REGISTER_TIMEOUT + self.REGISTER_PERIOD_MS / 1000)
+
     def start(self) -> None:
-        """The name server (unless running), then every broker not running."""
+        """The name servers not running, then every broker not running."""
         began = time.monotonic()
-        if not self._namesrv.alive():
-            self._namesrv.spawn()
-            self._ready(self._namesrv)
+        self._start_namesrvs([i for i, jvm in enumerate(self._namesrvs) if not jvm.alive()])
         self._start_brokers([name for name, jvm in self._brokers.items() if not jvm.alive()])
         self.startup_seconds = time.monotonic() - began
+
+    def start_namesrv(self, i: int) -> None:
+        """Start name server ``i`` again (same port); return once it lists every running broker."""
+        if self._namesrv(i).alive():
+            raise ServerError(f"name server {i} is already running")
+        self._start_namesrvs([i])
+
+    def kill_namesrv(self, i: int) -> None:
+        """SIGKILL name server ``i`` only, as a crash would stop it (``start_namesrv`` brings it back)."""
+        self._namesrv(i).kill()
 
     def start_broker(self, name: str) -> None:
         """Start ``name`` again (same port, conf and store); return once the name server lists it."""
@@ -267,13 +331,21 @@ class ApacheCluster(ScratchServer):
         self._broker(name).kill()
 
     def alive(self, name: str | None = None) -> bool:
-        """Whether ``name`` (or every process: the name server and all brokers) is running."""
+        """Whether ``name`` (or every process: the name servers and all brokers) is running."""
         if name is not None:
             return self._broker(name).alive()
-        return self._namesrv.alive() and all(jvm.alive() for jvm in self._brokers.values())
+        return all(jvm.alive() for jvm in (*self._namesrvs, *self._brokers.values()))
+
+    def namesrv_pid(self, i: int) -> int:
+        """Name server ``i``'s process id."""
+        return self._namesrv(i).pid
+
+    def namesrv_alive(self, i: int) -> bool:
+        """Whether name server ``i`` is running."""
+        return self._namesrv(i).alive()
 
     def stop(self) -> None:
-        """SIGTERM every broker (side by side) and wait, then the name server."""
+        """SIGTERM every broker (side by side) and wait, then the name servers."""
         try:
             for jvm in self._brokers.values():
                 jvm.signal_stop()
@@ -286,7 +358,10 @@ class ApacheCluster(ScratchServer):
             if errors:
                 raise ServerError("; ".join(errors))
         finally:
-            self._namesrv.terminate()
+            for jvm in self._namesrvs:
+                jvm.signal_stop()
+            for jvm in self._namesrvs:
+                jvm.wait_stopped()
 
     def restart(self) -> None:
         """Every process stopped and started again, on the same ports and stores."""
@@ -295,20 +370,19 @@ class ApacheCluster(ScratchServer):
 
     def log_tail(self, chars: int = 4000) -> str:
         """The last ``chars`` of each process's output and log."""
-        paths = [*self._namesrv.log_paths]
-        for jvm in self._brokers.values():
+        paths = []
+        for jvm in (*self._namesrvs, *self._brokers.values()):
             paths += jvm.log_paths
         return tail_logs(paths, chars, root=self.workdir)
 
     def _halt(self) -> None:
         """Kill every JVM (the stores are thrown away, so graceful shutdowns buy nothing)."""
-        for jvm in self._brokers.values():
+        for jvm in (*self._brokers.values(), *self._namesrvs):
             jvm.kill()
-        if hasattr(self, "_namesrv"):  # not when _prepare failed before it
-            self._namesrv.kill()
 
     def __repr__(self) -> str:
-        return f"ApacheCluster(namesrv={self.namesrv!r}, brokers={self.broker_addrs!r}, workdir={str(self.workdir)!r})"
+        return (f"ApacheCluster(namesrv={self.namesrv_addr!r}, brokers={self.broker_addrs!r}, "
+                f"workdir={str(self.workdir)!r})")
 
 
 #: The account of the shared ACL cluster's ``plain_acl.yml`` (tests/interop/test_apache_cluster.py
@@ -319,7 +393,8 @@ SHARED_ACL = {"accessKey": "rmqproxyAcl", "secretKey": "rmqproxyAclSecret"}
 #: ``apache_cluster`` mark): each starts when a test first asks for it and stops after the last
 #: test marked ``apache_cluster(label)``; the tests of each run in a row.
 SHARED: dict[str, dict] = {
-    "4.9.7": {},
+    # two name servers (tests/proxy/test_via_faults.py kills the first under traffic)
+    "4.9.7": {"namesrvs": 2},
     "5.3.1": {"broker_5": True},
     "4.9.7-acl": {"acl": SHARED_ACL},
     # one broker (the rebalance scenario counts its queues) with quick transaction check-backs
@@ -369,7 +444,7 @@ class SharedClusters:
 
     @staticmethod
     def _repair(cluster: ApacheCluster) -> None:
-        """Every process running and every broker listed at its address."""
+        """Every process running and every broker listed at its address by every name server."""
         if not cluster.alive():
             cluster.start()  # the name server and the brokers not running, on the same ports and stores
         for name in cluster.broker_names:

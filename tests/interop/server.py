@@ -38,6 +38,7 @@ __all__ = [
     "ServerError",
     "free_port",
     "kill_amid_requests",
+    "unread_by_connection",
     "serve_available",
     "start_target",
     "wait_for_line",
@@ -140,7 +141,7 @@ def wait_for_line(log: Path, needle: str, proc: subprocess.Popen[bytes], timeout
 AMID_REQUESTS_WAIT_S = 8.0
 
 
-def _unread_by_connection(ports: Collection[int]) -> dict[str, int]:
+def unread_by_connection(ports: Collection[int]) -> dict[str, int]:
     """Each established TCP connection into one of ``ports`` on this machine (the server's side of
     it: "local port -> remote address") and the bytes waiting unread in its receive queue (Linux /proc)."""
     out = {}
@@ -174,7 +175,7 @@ def kill_amid_requests(pids: Sequence[int], ports: Collection[int], kill: Callab
         os.kill(pid, signal.SIGSTOP)
     try:
         deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and not all(_unread_by_connection(ports).values()):
+        while time.monotonic() < deadline and not all(unread_by_connection(ports).values()):
             time.sleep(0.05)
     finally:
         kill()

@@ -1,9 +1,10 @@
-"""``apache_cluster.ApacheCluster``: one reference name server and two broker masters, 4.9.7 and
-5.3.1 brokers, seen through the name server's GET_BROKER_CLUSTER_INFO; a broker killed leaves the
-listing and, started again on its port and store, comes back with its topics; with ``acl`` (4.9.7)
-every broker refuses an unsigned request and serves one signed for the account of its
-``plain_acl.yml``.  The clusters are the session's shared ones (tests/interop/apache_cluster.SHARED,
-which the proxy tests use too): each starts once for the session (``-s`` prints its startup time).
+"""``apache_cluster.ApacheCluster``: reference name servers (one, or two for the shared 4.9.7
+cluster) and two broker masters, 4.9.7 and 5.3.1 brokers, seen through each name server's
+GET_BROKER_CLUSTER_INFO; a broker killed leaves the listing and, started again on its port and
+store, comes back with its topics; with ``acl`` (4.9.7) every broker refuses an unsigned request
+and serves one signed for the account of its ``plain_acl.yml``.  The clusters are the session's
+shared ones (tests/interop/apache_cluster.SHARED, which the proxy tests use too): each starts once
+for the session (``-s`` prints its startup time).
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def test_name_server_lists_every_broker(cluster: ApacheCluster) -> None:
     for name, addr in addrs.items():
         data = info.broker_addr_table[name]
         assert (data.cluster, data.broker_name, data.broker_addrs) == ("DefaultCluster", name, {0: addr}), info
+    for i, namesrv in enumerate(cluster.namesrv_addrs):  # the brokers register with every name server
+        assert cluster.listed(i) == addrs, namesrv
 
 
 @both_lines

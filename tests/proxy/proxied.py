@@ -1,16 +1,18 @@
 """A real Apache RocketMQ cluster with ``rmqproxy proxy`` in front of it, as a scenario server.
 
-``ProxiedCluster`` starts a ``RunningProxy`` whose upstream is the name server of a running
-``ApacheCluster``: one of the session's shared clusters (``apache_clusters`` in tests/conftest.py;
-tests/interop/apache_cluster.SHARED: two 4.9.7 brokers broker-a and broker-b, two 5.3.1 ones, two
-4.9.7 ones with ACL, one 4.9.7 broker with quick transaction check-backs), which it leaves
-running. Each module has a proxy of its own (they differ in configuration) and its own topic and
-group names. Clients are given only the proxy's address (``namesrv``); ``restart()`` restarts the
-proxy (what a client sees as a broker restart); ``cluster`` and ``proxy`` are the two parts, for
-the tests that kill a broker or read the proxy's pull log.
+``ProxiedCluster`` starts a ``RunningProxy`` whose upstream is every name server of a running
+``ApacheCluster`` (``namesrvAddr`` "a;b"): one of the session's shared clusters
+(``apache_clusters`` in tests/conftest.py; tests/interop/apache_cluster.SHARED: two 4.9.7 brokers
+broker-a and broker-b with two name servers, two 5.3.1 ones, two 4.9.7 ones with ACL, one 4.9.7
+broker with quick transaction check-backs), which it leaves running. Each module has a proxy of
+its own (they differ in configuration) and its own topic and group names. Clients are given only
+the proxy's address (``namesrv``); ``restart()`` restarts the proxy (what a client sees as a
+broker restart); ``cluster`` and ``proxy`` are the two parts, for the tests that kill a broker or
+a name server, or read the proxy's logs.
 
-A test that kills or stops a broker starts it again before it ends; when it fails before, the next
-module to ask for the cluster finds the broker started again (``SharedClusters.get``).
+A test that kills or stops a broker or a name server starts it again before it ends; when it
+fails before, the next module to ask for the cluster finds it started again
+(``SharedClusters.get``).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ class ProxiedCluster:
 
     def __init__(self, cluster: ApacheCluster, *, proxy_conf: dict[str, str] | None = None) -> None:
         self.cluster = cluster
-        self.proxy = RunningProxy(self.cluster.namesrv, proxy_conf=proxy_conf)
+        self.proxy = RunningProxy(self.cluster.namesrv_addr, proxy_conf=proxy_conf)
         # "apache..." first: the reference's known gaps (scenario_checks.reference_gap) are the
         # cluster's, and the proxy passes them through unchanged
         self.name = f"{self.cluster.name} via rmqproxy"
