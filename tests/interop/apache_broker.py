@@ -413,6 +413,11 @@ class ApacheBroker(JvmPair):
         return f"127.0.0.1:{self.namesrv_port}"
 
     @property
+    def namesrv_addr(self) -> str:
+        """Every name server in Java's ``namesrvAddr`` syntax, as ``ApacheCluster`` has it: the one."""
+        return self.namesrv
+
+    @property
     def broker_pid(self) -> int:
         """The broker JVM's process id (for CPU and memory figures)."""
         return self._broker.pid
