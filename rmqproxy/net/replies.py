@@ -174,36 +174,26 @@ class ReplyWriter:
         else:
             self.transport.write(header)
 
-    def write_request(self, data: bytes) -> None:
-        """Our own request's bytes, in order with the replies of the read being handled; counted
-        against ``ReplyBuffers`` like any write to a peer that is not reading, never refused."""
+    def write_request(self, *parts: bytes) -> None:
+        """Our own request's bytes (one or more ``parts`` of it), in order with the replies of the
+        read being handled; counted against ``ReplyBuffers`` like any write to a peer that is not
+        reading, never refused."""
         if self.paused:
-            self.buffers.admit(self, len(data), required=True)
+            self.buffers.admit(self, sum(map(len, parts)), required=True)
         if self.replies is not None:
-            self.replies.append(data)
+            self.replies.extend(parts)
         elif self.batch is not None and self.batch.depth:
-            self._later(data)
+            self._later(*parts)
+        elif len(parts) == 1:
+            self.transport.write(parts[0])
         else:
-            self.transport.write(data)
+            self.transport.writeSequence(parts)
 
     def write_frame(self, payload: bytes) -> None:
-        """A frame passed on as it came (``payload``: the bytes after its length prefix), as
-        ``write_request`` writes: in order, counted if the peer is not reading, never refused."""
-        if not self.open:
-            return
-        prefix = _INT32.pack(len(payload))
-        if self.paused:
-            self.buffers.admit(self, 4 + len(payload), required=True)
-        replies = self.replies
-        if replies is not None:
-            replies.append(prefix)
-            replies.append(payload)
-            self.reply_bytes += len(payload)
-        elif self.batch is not None and self.batch.depth:
-            self._later(prefix)
-            self.pending.append(payload)
-        else:
-            self.transport.writeSequence((prefix, payload))
+        """A frame passed on as it came (``payload``: the bytes after its length prefix), if the
+        connection is still up, as ``write_request`` writes."""
+        if self.open:
+            self.write_request(_INT32.pack(len(payload)), payload)
 
     def flush_pending(self) -> None:
         """Send what waited for the batch (``WriteBatch``), in one send."""
@@ -211,11 +201,11 @@ class ReplyWriter:
         if pending and self.open:
             self._write_now(b"".join(pending))
 
-    def _later(self, data: bytes) -> None:
-        """Hold ``data`` until the batch of the read being handled ends."""
+    def _later(self, *parts: bytes) -> None:
+        """Hold ``parts`` until the batch of the read being handled ends."""
         if not self.pending:
             self.batch.dirty.append(self)  # type: ignore[union-attr]
-        self.pending.append(data)
+        self.pending.extend(parts)
 
     def _within_buffers(self, command: RemotingCommand) -> RemotingCommand:
         """``command``, or SYSTEM_BUSY in place of an answer whose body the unread peer has no
