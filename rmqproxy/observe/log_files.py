@@ -1,15 +1,18 @@
 """The pull event log's files: their names, rolling over by size, and retention.
 
 A file is ``pulls-YYYYMMDD-HH-<instance>-<n>.jsonl``: the UTC hour of the answers in it, the
-instance that wrote it (its advertised ``host_port``) and its number within that hour, since a
-file rolls over at ``ROLL_BYTES``. Names sort by hour, never collide between the servers and
-proxies whose logs are copied to one place, and hold no ``:`` (Hadoop paths refuse it).
+instance that wrote it (its advertised ``host_port``; a worker of ``proxy --workers`` adds
+``.w<slot>``, ``writer_name``) and its number within that hour, since a file rolls over at
+``ROLL_BYTES``. Names sort by hour, never collide between the servers, proxies and workers whose
+logs share one place, and hold no ``:`` (Hadoop paths refuse it).
 
 Retention (``plan``) is a pure function of the files, the clock and the disk, so it is tested
 without sleeping: files older than ``pullLogRetentionHours`` go, then the oldest until the log
 fits ``pullLogMaxBytes``, then, while the disk is more than ``DISK_HIGH`` used, the oldest until
 it is not (the store refuses sends at 90%: the log gives way first). If that is still not enough,
-writing stops until there is room. The file being written is never deleted.
+writing stops until there is room. The file being written is never deleted; where several
+processes write one folder, its keeper cannot know which files they write, so none written in
+the last ``ACTIVE_S`` is deleted.
 """
 
 from __future__ import annotations
@@ -28,6 +31,11 @@ DISK_HIGH = 0.85
 #: ``pullLogMaxBytes=0``: the smaller of this and ``AUTO_MAX_SHARE`` of the disk.
 AUTO_MAX_BYTES = 10 << 30
 AUTO_MAX_SHARE = 0.10
+#: A file written this recently may be one a worker still appends to: its folder's keeper leaves
+#: it. A busy writer appends every flush interval (half a second) plus its queue's wait behind a
+#: slow disk; a minute covers both many times over, and holds back from retention only a minute
+#: of each worker's newest events.
+ACTIVE_S = 60.0
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -35,6 +43,12 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 def instance_name(address: str) -> str:
     """An instance's address (``host:port``) as a file-name part: ``host_port``."""
     return _UNSAFE.sub("_", address.replace(":", "_")) or "local"
+
+
+def writer_name(address: str, worker: int = 0) -> str:
+    """The file-name part of one writer of the log: ``host_port``, and ``.w<slot>`` for worker
+    ``slot`` of ``proxy --workers`` (the workers of one proxy share its address and folder)."""
+    return instance_name(address) + (f".w{worker}" if worker else "")
 
 
 def hour_of(ts_ms: int) -> str:
@@ -71,11 +85,12 @@ class Plan:
 
 
 def plan(files: Iterable[LogFile], now: float, *, max_age_s: float, max_bytes: int, disk_total: int,
-         disk_used: int, writing: Path | None = None) -> Plan:  # fmt: skip
-    """Retention's decision (see the module doc); ``writing`` is the file being written."""
+         disk_used: int, writing: Path | None = None, active_s: float = 0.0) -> Plan:  # fmt: skip
+    """Retention's decision (see the module doc); ``writing`` is the file being written, and no
+    file written in the last ``active_s`` seconds is deleted either (0: only ``writing`` is kept)."""
     ordered = sorted(files, key=lambda f: (f.mtime, f.path.name))
     size = sum(f.size for f in ordered)
-    candidates = [f for f in ordered if f.path != writing]
+    candidates = [f for f in ordered if f.path != writing and not 0 <= now - f.mtime < active_s]
     delete: list[tuple[LogFile, str]] = []
     while candidates and now - candidates[0].mtime > max_age_s:
         delete.append((candidates.pop(0), "age"))

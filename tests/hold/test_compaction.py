@@ -107,6 +107,18 @@ def test_only_closed_files_are_compacted(tmp_path: Path) -> None:
     assert not first.exists() and second.exists() and other.exists()
 
 
+def test_a_workers_file_is_closed_by_its_own_later_file_not_by_another_workers(tmp_path: Path) -> None:
+    during = HOUR_START + 1800
+    paths = {}
+    for name, number in (("10.0.0.1_9876.w1", 0), ("10.0.0.1_9876.w1", 1), ("10.0.0.1_9876.w2", 0),
+                         ("10.0.0.1_9876.w10", 0), ("10.0.0.1_9876", 0)):  # fmt: skip
+        paths[name, number] = tmp_path / log_file_name("20231114-22", name, number)
+        paths[name, number].write_bytes(event(number).json_line() + b"\n")
+        os.utime(paths[name, number], (during, during))
+    assert closed_files(tmp_path, during) == [paths["10.0.0.1_9876.w1", 0]]  # w2, w10 and the plain one still write
+    assert len(closed_files(tmp_path, HOUR_START + 3600 + 300)) == 5
+
+
 def test_every_event_is_counted_once_whatever_step_a_crash_stopped_at(tmp_path: Path, monkeypatch) -> None:
     jsonl = write_log(tmp_path, [event(i) for i in range(5)], BAD[:1])
     parquet = twin(jsonl)
