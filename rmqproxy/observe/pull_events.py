@@ -17,6 +17,13 @@ Nor does it fill the disk: files roll over at 64 MiB, and the writer thread appl
 With ``pullLogCompact`` it also starts ``rmqproxy compact`` on the folder, as a child process in
 the idle scheduling class using at most a quarter of a core, once a minute when closed files
 wait (``compaction``): Parquet parsing never holds this process's GIL.
+
+Under ``proxy --workers`` every worker writes the one folder, so the log's roles part (``role``):
+each worker's log only ``writer`` (its own files, ``.w<slot>`` in their names; it deletes and
+compacts nothing, and stops writing while retention could not bring the disk under its mark),
+and the supervisor's only ``keeper`` (retention over every file, bounded by the whole
+``pullLogMaxBytes``, never a file written in the last ``ACTIVE_S``, and the compaction; it logs
+no event). A single process's log is ``all``: both.
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ from codec.message import record_count
 
 from . import rollup
 from .compaction import closed_files
-from .log_files import DISK_HIGH, Plan, Roller, auto_max_bytes, hour_of, instance_name, plan, scan
+from .log_files import ACTIVE_S, DISK_HIGH, Plan, Roller, auto_max_bytes, hour_of, plan, scan, writer_name
 
 if TYPE_CHECKING:
     from ..core.config import Config
@@ -64,6 +71,8 @@ COMPACT_CPU_SHARE = 0.25
 COMPACT_STOP_S = 5.0
 #: The compaction process's niceness where Linux's idle scheduling class is not to be had.
 COMPACT_NICENESS = 19
+#: What a log does with its folder: ``all`` (write, delete, compact), ``writer``, ``keeper``.
+ROLES = ("all", "writer", "keeper")
 _IDLE = ()
 
 
@@ -164,23 +173,29 @@ def disk_usage(path: Path) -> tuple[int, int]:
 
 class PullLog:
     """The event log (see the module doc): ``log(event)`` on the reactor thread, files and
-    retention on a writer thread of its own."""
+    retention on a writer thread of its own; ``role`` and ``worker`` (a slot, 0 for none) say
+    which part of a shared folder's work it does."""
 
     def __init__(self, directory: Path, mode: str = "all", *, instance: str = "", retention_hours: float = 72,
                  max_bytes: int = 0, clock: Callable[[], float] = time.time,
                  disk: Callable[[Path], tuple[int, int]] = disk_usage,
-                 check_every_s: float = RETENTION_EVERY_S, compact: rollup.Options | None = None) -> None:  # fmt: skip
+                 check_every_s: float = RETENTION_EVERY_S, compact: rollup.Options | None = None,
+                 role: str = "all", worker: int = 0) -> None:  # fmt: skip
         if mode not in ("all", "held", "off"):
             raise ValueError(f"pull log mode must be all, held or off, not {mode!r}")
+        if role not in ROLES:
+            raise ValueError(f"pull log role must be one of {', '.join(ROLES)}, not {role!r}")
         self.directory = Path(directory)
         self.mode = mode
+        self.role = role
+        self._logs = "off" if role == "keeper" else mode  # what ``__call__`` keeps: a keeper logs nothing
         self.max_age_s = retention_hours * 3600
         self.max_bytes = max_bytes
         self.clock = clock
         self.disk = disk
         self.check_every_s = check_every_s
         self._stamp = b'"instance":' + orjson.dumps(instance) + b"}\n"  # host:port; "" for nobody's log
-        self._roller = Roller(self.directory, instance_name(instance))
+        self._roller = Roller(self.directory, writer_name(instance, worker))
         self._buffer: list[bytes] = []
         self._buffered_bytes = 0
         self._hour_key = -1  # the UTC hour (ts_ms // 3600000) of the buffered events
@@ -198,7 +213,8 @@ class PullLog:
         self.deleted: collections.Counter[str] = collections.Counter()  # files retention deleted, by why
         self.deleted_bytes = 0
         self.paused = False  # the disk stays above its high mark: nothing is written
-        self.compact = compact  # the rollups' options when closed files are compacted in the background
+        # the rollups' options when closed files are compacted in the background (never by a writer)
+        self.compact = None if role == "writer" else compact
         self.compactions = 0  # compaction processes started
         self._compactor: subprocess.Popen | None = None
         self._next_compact = 0.0
@@ -210,15 +226,23 @@ class PullLog:
             self._writer.start()
 
     @classmethod
-    def of(cls, config: Config) -> PullLog:
-        """The log the pull-log keys of ``config`` describe."""
+    def of(cls, config: Config, *, worker: int = 0, role: str | None = None) -> PullLog:
+        """The log the pull-log keys of ``config`` describe: a single process's (``all``), or with
+        ``worker`` (a slot of ``proxy --workers``) a ``writer`` of its own files only."""
         return cls(config.pull_log_dir, config.pull_log_mode, instance=config.advertised_address,
                    retention_hours=config.pull_log_retention_hours, max_bytes=config.pull_log_max_bytes,
-                   compact=rollup.Options(short_polling_ms=config.short_polling_ms) if config.pull_log_compact else None)  # fmt: skip
+                   compact=rollup.Options(short_polling_ms=config.short_polling_ms) if config.pull_log_compact else None,
+                   role=role or ("writer" if worker else "all"), worker=worker)  # fmt: skip
+
+    @classmethod
+    def keeper_of(cls, config: Config) -> PullLog:
+        """The keeper of the folder the workers of ``config``'s proxy write: retention of all
+        their files within the whole ``pullLogMaxBytes``, and the compaction; it logs no event."""
+        return cls.of(config, role="keeper")
 
     def __call__(self, event: PullEvent) -> None:
         """Record ``event`` (reactor thread: serialise and buffer only)."""
-        if self.mode == "off" or (self.mode == "held" and not event.held):
+        if self._logs == "off" or (self._logs == "held" and not event.held):
             return
         hour_key = event.ts_ms // 3_600_000
         if hour_key != self._hour_key:
@@ -288,10 +312,29 @@ class PullLog:
 
     def enforce(self) -> Plan:
         """Apply retention now (the writer thread does, every ``check_every_s``; call it only
-        while no writer runs)."""
+        while no writer runs). A ``writer`` deletes nothing: it pauses while the keeper's same
+        decision could not make room (the keeper's next pass deletes what this plan would)."""
         total, used = self.disk(self.directory)
-        decision = plan(scan(self.directory), self.clock(), max_age_s=self.max_age_s, max_bytes=self.max_bytes,
-                        disk_total=total, disk_used=used, writing=self._roller.current)  # fmt: skip
+        files = scan(self.directory)
+        decision = plan(files, self.clock(), max_age_s=self.max_age_s, max_bytes=self.max_bytes,
+                        disk_total=total, disk_used=used, writing=self._roller.current,
+                        active_s=0.0 if self.role == "all" else ACTIVE_S)  # fmt: skip
+        if self.role == "writer":
+            self.bytes = sum(f.size for f in files)
+        else:
+            self._delete(decision)
+        if decision.stop_writing != self.paused:
+            if decision.stop_writing:
+                log.warn("pull log: its disk stays above {high:.0%} used with no file of it left to delete: "
+                         "events are dropped (and counted) until there is room", high=DISK_HIGH)  # fmt: skip
+            else:
+                log.info("pull log: its disk has room again; writing resumes")
+            self.paused = decision.stop_writing
+        self._next_check = self.clock() + self.check_every_s
+        return decision
+
+    def _delete(self, decision: Plan) -> None:
+        """Delete the files ``decision`` gives up, counting them by why."""
         for file, why in decision.delete:
             try:
                 file.path.unlink()
@@ -303,15 +346,6 @@ class PullLog:
             self.deleted[why] += 1
             self.deleted_bytes += file.size
         self.bytes = decision.size_after
-        if decision.stop_writing != self.paused:
-            if decision.stop_writing:
-                log.warn("pull log: its disk stays above {high:.0%} used with no file of it left to delete: "
-                         "events are dropped (and counted) until there is room", high=DISK_HIGH)  # fmt: skip
-            else:
-                log.info("pull log: its disk has room again; writing resumes")
-            self.paused = decision.stop_writing
-        self._next_check = self.clock() + self.check_every_s
-        return decision
 
     def _start_compaction(self) -> None:
         """Start ``rmqproxy compact`` on the folder if closed files wait and none is running."""

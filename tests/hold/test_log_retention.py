@@ -7,14 +7,19 @@ import os
 import time
 from pathlib import Path
 
+from rmqproxy.core.config import Config
+from rmqproxy.observe import rollup
 from rmqproxy.observe.log_files import (
+    ACTIVE_S,
     AUTO_MAX_BYTES,
     LogFile,
     Roller,
     auto_max_bytes,
     instance_name,
+    hour_of,
     log_file_name,
     plan,
+    writer_name,
 )
 from rmqproxy.observe.pull_events import PullEvent, PullLog
 
@@ -123,3 +128,97 @@ def test_retention_keys_reach_the_log_and_its_bound_is_exported(servers, tmp_pat
     server.pull_log.deleted["size"] += 2
     assert server.registry.get_sample_value("rmqproxy_pull_log_deleted_files_total", {"reason": "size"}) == 2
     assert server.registry.get_sample_value("rmqproxy_pull_log_paused") == 0
+
+
+def test_a_keeper_leaves_every_file_written_in_the_last_minute() -> None:
+    log = files(("idle", 40, NOW - ACTIVE_S - 1), ("w1", 40, NOW - ACTIVE_S + 1), ("w2", 40, NOW), ("ahead", 40, NOW + 5))
+    kept = plan(log, NOW, max_age_s=72 * HOUR, max_bytes=0, disk_total=100 * GIB, disk_used=GIB, active_s=ACTIVE_S)
+    assert names(kept) == [("idle", "size"), ("ahead", "size")]  # a file from a clock stepped back is not active
+    assert kept.size_after == 80
+    full = plan(log, NOW, max_age_s=72 * HOUR, max_bytes=GIB, disk_total=100 * GIB, disk_used=99 * GIB,
+                active_s=ACTIVE_S)  # fmt: skip
+    assert names(full) == [("idle", "disk"), ("ahead", "disk")] and full.stop_writing
+    assert len(plan(log, NOW, max_age_s=72 * HOUR, max_bytes=0, disk_total=100 * GIB, disk_used=GIB).delete) == 4
+
+
+def test_a_workers_files_have_a_name_of_their_own_and_its_restart_goes_on_with_only_them(tmp_path: Path) -> None:
+    assert writer_name("10.0.0.1:9876") == "10.0.0.1_9876" and writer_name("10.0.0.1:9876", 1) == "10.0.0.1_9876.w1"
+    hour = "20231114-22"
+    for name, size in (("10.0.0.1_9876", 90), ("10.0.0.1_9876.w1", 50), ("10.0.0.1_9876.w10", 70)):
+        for number in range(3 if name.endswith("w10") else 2 if name.endswith("w1") else 1):
+            (tmp_path / log_file_name(hour, name, number)).write_bytes(b"x" * size)
+    single, first, tenth = (Roller(tmp_path, name, roll_bytes=100) for name in
+                            ("10.0.0.1_9876", "10.0.0.1_9876.w1", "10.0.0.1_9876.w10"))  # fmt: skip
+    assert single.path_for(hour, 5).name == "pulls-20231114-22-10.0.0.1_9876-0.jsonl"
+    assert first.path_for(hour, 5).name == "pulls-20231114-22-10.0.0.1_9876.w1-1.jsonl"
+    assert first.path_for(hour, 50).name == "pulls-20231114-22-10.0.0.1_9876.w1-2.jsonl"  # its own size: 55 + 50
+    assert tenth.path_for(hour, 5).name == "pulls-20231114-22-10.0.0.1_9876.w10-2.jsonl"
+    fresh = Roller(tmp_path, "10.0.0.1_9876.w2")
+    assert fresh.path_for(hour, 5).name == "pulls-20231114-22-10.0.0.1_9876.w2-0.jsonl"
+
+
+def _config(tmp_path: Path, **values) -> Config:
+    return Config(pull_log_path=str(tmp_path), broker_ip1="10.0.0.1", listen_port=9876, pull_log_max_bytes=GIB, **values)
+
+
+def test_a_worker_writes_its_own_files_deletes_nothing_and_never_compacts(tmp_path: Path) -> None:
+    clock = [NOW]
+    old = tmp_path / log_file_name("20200101-00", "10.0.0.1_9876.w2", 0)
+    old.write_bytes(b"{}\n" * 10)
+    os.utime(old, (NOW - 100 * HOUR, NOW - 100 * HOUR))
+    log = PullLog.of(_config(tmp_path), worker=1)
+    assert (log.role, log.compact) == ("writer", None)  # pullLogCompact is on: the keeper's job
+    log.close()
+    log = PullLog(tmp_path, instance="10.0.0.1:9876", worker=1, role="writer", max_bytes=1, retention_hours=1,
+                  clock=lambda: clock[0], disk=lambda _p: (100 * GIB, GIB))  # fmt: skip
+    log(_event(int(NOW * 1000)))
+    log.close()
+    decision = log.enforce()
+    assert names(decision) == [(old.name, "age")] and old.exists()  # the keeper's to delete; its own one is written
+    assert log.deleted_bytes == 0 and sum(log.deleted.values()) == 0
+    mine = tmp_path / log_file_name(hour_of(int(NOW * 1000)), "10.0.0.1_9876.w1", 0)
+    assert mine.exists() and log.written == 1 and log.bytes == 30 + mine.stat().st_size
+
+
+def test_a_worker_stops_writing_only_while_the_keeper_could_not_make_room(tmp_path: Path) -> None:
+    clock = [NOW]
+    other = tmp_path / log_file_name("20231114-21", "10.0.0.1_9876.w2", 0)
+    other.write_bytes(b"x" * 20)
+    os.utime(other, (NOW - 1, NOW - 1))  # another worker's, written a second ago
+    log = PullLog(tmp_path, mode="off", instance="10.0.0.1:9876", worker=1, role="writer", max_bytes=GIB,
+                  disk=lambda _p: (1000, 860), clock=lambda: clock[0])  # fmt: skip
+    assert log.enforce().stop_writing and log.paused and other.exists()
+    clock[0] = NOW + ACTIVE_S  # idle for a minute: the keeper may take it, so write on
+    assert not log.enforce().stop_writing and not log.paused and other.exists()
+    paused = PullLog(tmp_path / "full", instance="10.0.0.1:9876", worker=1, role="writer", max_bytes=GIB,
+                     disk=lambda _p: (100 * GIB, 99 * GIB))  # fmt: skip
+    for i in range(3):
+        paused(_event(1_700_000_000_000 + i))
+    paused.close()
+    assert paused.paused and (paused.dropped, paused.written) == (3, 0)
+
+
+def test_the_keeper_bounds_every_workers_files_together_but_leaves_those_being_written(tmp_path: Path) -> None:
+    clock = [NOW]
+    sizes = {"10.0.0.1_9876.w1": (400, NOW - 3 * HOUR), "10.0.0.1_9876.w2": (400, NOW - 2 * HOUR),
+             "10.0.0.1_9876.w3": (400, NOW - 30)}  # fmt: skip
+    paths = {}
+    for name, (size, mtime) in sizes.items():
+        paths[name] = tmp_path / log_file_name("20231114-21", name, 0)
+        paths[name].write_bytes(b"x" * size)
+        os.utime(paths[name], (mtime, mtime))
+    keeper = PullLog(tmp_path, mode="off", instance="10.0.0.1:9876", role="keeper", max_bytes=500,
+                     disk=lambda _p: (100 * GIB, GIB), clock=lambda: clock[0])  # fmt: skip
+    assert names(keeper.enforce()) == [(paths["10.0.0.1_9876.w1"].name, "size"), (paths["10.0.0.1_9876.w2"].name, "size")]
+    assert [p.exists() for p in paths.values()] == [False, False, True]  # 400 bytes left of the 500: one total
+    assert keeper.deleted["size"] == 2 and keeper.bytes == 400
+    assert PullLog.keeper_of(_config(tmp_path, pull_log_mode="off")).role == "keeper"
+
+
+def test_the_keeper_logs_no_event_and_compacts(tmp_path: Path) -> None:
+    keeper = PullLog(tmp_path, instance="10.0.0.1:9876", role="keeper", max_bytes=GIB, check_every_s=3600,
+                     compact=rollup.Options(), disk=lambda _p: (100 * GIB, GIB))  # fmt: skip
+    keeper(_event(int(NOW * 1000)))
+    keeper.flush()
+    keeper.close()
+    assert keeper.written == 0 and list(tmp_path.iterdir()) == [] and keeper.compact == rollup.Options()
