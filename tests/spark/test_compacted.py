@@ -16,7 +16,10 @@ import pytest
 
 from rmqproxy.observe import rollup
 from rmqproxy.observe.compaction import compact, compact_file, dataset_files, twin
+from rmqproxy.observe.pull_events import PullEvent, PullLog
 from spark_jobs import files, generate
+
+from .helpers import event
 
 MIDNIGHT_MS = 1_715_644_800_000  # 2024-05-14 00:00:00 UTC
 #: The report's options in ``_report``: rollups made for them stand for their files' rows.
@@ -79,6 +82,29 @@ def test_the_report_is_the_same_from_json_lines_compacted_and_half_compacted_log
     assert events == 8_000  # --events-parquet writes the rows of rolled files too
     assert twin(half / paths[1].name).exists() and (half / paths[1].name).exists()
     assert not (half / paths[0].name).exists() and (half / paths[2].name).exists()
+
+
+def test_the_files_of_several_workers_are_one_dataset_compacted_or_not(spark, tmp_path) -> None:
+    """Two workers of one proxy write one folder over two hours; the keeper compacts the first
+    hour's files (each closed by its own worker's later file): a report counts every event once."""
+    from spark_jobs import hold_report
+
+    logs = tmp_path / "logs"
+    writers = [PullLog(logs, instance="10.0.0.1:9876", role="writer", worker=slot, max_bytes=1 << 30,
+                       disk=lambda _p: (100 << 30, 1 << 30)) for slot in (1, 2)]  # fmt: skip
+    for i in range(400):
+        ts = MIDNIGHT_MS + (i // 200) * 3_600_000 + i
+        writers[i % 2](PullEvent(**event(ts_ms=ts, arrived_ms=ts - 1, offset=i)))
+    for writer in writers:
+        writer.close()
+    assert len(list(logs.glob("pulls-*-10.0.0.1_9876.w[12]-0.jsonl"))) == 4  # two hours, two workers
+    assert len(compact(logs, now=MIDNIGHT_MS / 1000 + 1800, cells=EXACT)) == 2
+    assert [len(found) for found in dataset_files(logs)] == [2, 2]
+    summary = hold_report.run(spark, [str(logs)], str(tmp_path / "out"), sketch_k=EXACT.sketch_k, events_parquet=True)
+    assert (summary["events"], summary["rejected"]) == (400, 0)
+    rows = spark.read.parquet(str(tmp_path / "out" / "events")).select("offset", "instance").collect()
+    assert sorted(r["offset"] for r in rows) == list(range(400))
+    assert {r["instance"] for r in rows} == {"10.0.0.1:9876"}  # one proxy to the analyst
 
 
 def _same_parquet(spark, merged, expected) -> None:
