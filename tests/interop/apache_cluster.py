@@ -1,4 +1,5 @@
-"""A reference Apache RocketMQ cluster: one 4.9.7 name server (or more) and several broker masters.
+"""A reference Apache RocketMQ cluster: one 4.9.7 name server (or more), several broker masters and,
+for some of them, a slave.
 
 ::
 
@@ -10,25 +11,37 @@
         cluster.kill_namesrv(0)  # SIGKILL of the first name server; the other still lists the brokers
         cluster.start_namesrv(0)  # same port; back when it lists every running broker
 
+    with ApacheCluster(("broker-a",), slaves=("broker-a",), broker_conf={"slaveReadEnable": "true"}) as cluster:
+        ...  # cluster.slave_addrs == {"broker-a": "127.0.0.1:S"}: brokerId 1 of broker-a
+
 Each broker is a master (brokerId 0) of ``DefaultCluster`` (4.9.7, or the 5.3.1 broker with
 ``broker_5=True``, which registers with the 4.9.7 name server as ``ApacheBroker`` does), built from
 the same pieces as ``apache_broker.ApacheBroker``.  Every broker registers with every name server
 (``namesrvAddr`` "a;b"); with more than one name server it does so every 10 s rather than 30 s
 (``registerNameServerPeriod``, the broker's least), so a name server started again lists the
-brokers within 10 s. Layout of the working directory::
+brokers within 10 s.
+
+A name in ``slaves`` also gets a slave: the same ``brokerName``, ``brokerId`` 1, ``brokerRole``
+SLAVE, a port and store of its own, and ``haMasterAddress`` the master's HA port (its listen port
++ 1, which a 4.9.x broker always takes). ``broker_conf`` goes to masters and slaves alike: a slave
+serves pulls only with ``slaveReadEnable=true``, and a master then answers them with
+``suggestWhichBrokerId``. ``kill``, ``start_broker`` and ``broker_addrs`` are about the masters;
+``start()``, ``alive()``, ``stop()`` and ``close()`` cover the slaves too. Layout of the working
+directory::
 
     namesrv/        user.home of the (first) name server: namesrv.conf, namesrv.out, namesrv.log, home/
     namesrv-<i>/    the same for name server i (1, 2, ...) when there are several
     <broker name>/  user.home of that broker: broker.conf, broker.out, broker.log (4.9.x),
                     logs/rocketmqlogs/broker.log (5.x), store/, home/ (its ROCKETMQ_HOME)
+    <broker name>-slave/  the same for its slave
 
 Every broker has its own ``ROCKETMQ_HOME`` and ``user.home``: a 4.9.x broker logs where
 ``home/conf/logback_broker.xml`` says and a 5.x broker under ``user.home``, so shared ones would
 mix their logs; and with ``acl`` each reads (and watches, and may rewrite through the admin
 commands) its own ``home/conf/plain_acl.yml``.
 
-A broker is ready when it has printed its boot line and every running name server's
-GET_BROKER_CLUSTER_INFO lists it, in ``DefaultCluster``, at its address.  ``restart()``,
+A broker (or slave) is ready when it has printed its boot line and every running name server's
+GET_BROKER_CLUSTER_INFO lists it, in ``DefaultCluster``, at its address under its broker id.  ``restart()``,
 ``stop()``, ``log_tail()``, ``close()``, ``namesrv`` (the first name server) and ``broker_addr``
 (the first broker) let it stand where a ``server.ScenarioServer`` is expected.
 """
@@ -63,7 +76,10 @@ from .apache_broker import (
 from .server import SHORT_DELAY_LEVELS, ScratchServer, ServerError, free_port
 from .wire import WireClient
 
-__all__ = ["SHARED", "SHARED_ACL", "ApacheCluster", "SharedClusters", "cluster_info", "listed_masters"]
+__all__ = ["SHARED", "SHARED_ACL", "ApacheCluster", "SharedClusters", "cluster_info", "listed_masters", "listed_nodes"]
+
+MASTER_ID = 0
+SLAVE_ID = 1
 
 
 def cluster_info(namesrv: str, timeout: float = 5.0) -> ClusterInfo:
@@ -75,19 +91,24 @@ def cluster_info(namesrv: str, timeout: float = 5.0) -> ClusterInfo:
     return ClusterInfo.from_json(answer.body)
 
 
+def listed_nodes(info: ClusterInfo, cluster: str = CLUSTER_NAME) -> dict[tuple[str, int], str]:
+    """(broker name, broker id) -> address, for every master and slave of ``cluster`` that ``info`` lists."""
+    nodes = {}
+    for name in info.cluster_addr_table.get(cluster, []):
+        data = info.broker_addr_table.get(name)
+        for broker_id, addr in (data.broker_addrs if data is not None else {}).items():
+            nodes[(name, broker_id)] = addr
+    return nodes
+
+
 def listed_masters(info: ClusterInfo, cluster: str = CLUSTER_NAME) -> dict[str, str]:
     """Broker name -> master address, for the brokers of ``cluster`` that ``info`` lists with one."""
-    names = info.cluster_addr_table.get(cluster, [])
-    masters = {}
-    for name in names:
-        data = info.broker_addr_table.get(name)
-        if data is not None and 0 in data.broker_addrs:
-            masters[name] = data.broker_addrs[0]
-    return masters
+    return {name: addr for (name, broker_id), addr in listed_nodes(info, cluster).items() if broker_id == MASTER_ID}
 
 
 class ApacheCluster(ScratchServer):
-    """``namesrvs`` name servers and a master per name in ``brokers`` (context manager)."""
+    """``namesrvs`` name servers, a master per name in ``brokers`` and a slave per name in ``slaves``
+    (context manager)."""
 
     START_TIMEOUT = 90.0  # per JVM, to its boot line
     REGISTER_TIMEOUT = 30.0  # from the boot line to the name server listing the broker
@@ -100,6 +121,7 @@ class ApacheCluster(ScratchServer):
         self,
         brokers: Sequence[str] = ("broker-a", "broker-b"),
         *,
+        slaves: Sequence[str] = (),
         broker_5: bool = False,
         namesrvs: int = 1,
         broker_conf: Mapping[str, str] | None = None,
@@ -111,6 +133,8 @@ class ApacheCluster(ScratchServer):
         brokers = list(brokers)
         if not brokers or len(set(brokers)) != len(brokers):
             raise ValueError(f"broker names must be given, each once: {brokers!r}")
+        if not set(slaves) <= set(brokers) or len(set(slaves)) != len(slaves):
+            raise ValueError(f"slaves must name brokers of the cluster, each once: {slaves!r}")
         if namesrvs < 1:
             raise ValueError(f"a cluster needs a name server: namesrvs={namesrvs!r}")
         if acl is not None:
@@ -122,13 +146,15 @@ class ApacheCluster(ScratchServer):
         self.acl = dict(acl) if acl is not None else None
         self.classpath, self.broker_classpath = reference_classpaths(broker_5)
         self.ports: dict[str, int] = {}  # broker name -> listen port
+        self.slave_ports: dict[str, int] = {}  # broker name -> its slave's listen port
         self.namesrv_ports: list[int] = []
         self._namesrvs: list[ReferenceJvm] = []
         self._brokers: dict[str, ReferenceJvm] = {}
+        self._slaves: dict[str, ReferenceJvm] = {}
         super().__init__(workdir, "rmq-reference-cluster-")
         self.startup_seconds = 0.0  # of the last start(): name servers, then every broker ready
         try:
-            self._prepare(namesrvs, brokers, broker_conf, message_delay_level, jvm)
+            self._prepare(namesrvs, brokers, list(slaves), broker_conf, message_delay_level, jvm)
             self.start()
         except BaseException:
             self.close()
@@ -138,6 +164,7 @@ class ApacheCluster(ScratchServer):
         self,
         namesrvs: int,
         brokers: list[str],
+        slaves: list[str],
         broker_conf: Mapping[str, str] | None,
         message_delay_level: str | None,
         jvm: Mapping[str, list[str]],
@@ -163,23 +190,34 @@ class ApacheCluster(ScratchServer):
         }
         for name in brokers:
             self.ports[name] = port = self._pick_broker_port()
-            bdir = self.workdir / name
-            conf = broker_properties(
-                name=name, port=port, namesrv=self.namesrv_addr, store=bdir / "store",
-                message_delay_level=message_delay_level, extra=extra,
-            )  # fmt: skip
-            self._brokers[name] = ReferenceJvm(
-                "broker", BROKER_MAIN, classpath=self.broker_classpath, jvm=jvm["broker"],
-                conf=write_properties(bdir / "broker.conf", conf),
-                home=make_home(bdir / "home", {"broker": bdir / "broker.log"}, self.acl),
-                user_home=bdir, out_path=bdir / "broker.out", ready_line=broker_boot_line(f"127.0.0.1:{port}"),
-                log_path=bdir / "broker.log", start_timeout=self.START_TIMEOUT, stop_timeout=self.STOP_TIMEOUT,
-            )  # fmt: skip
+            self._brokers[name] = self._broker_jvm(name, port, self.workdir / name, message_delay_level, extra, jvm)
+        for name in slaves:
+            self.slave_ports[name] = port = self._pick_broker_port()
+            slave = {"brokerId": str(SLAVE_ID), "brokerRole": "SLAVE",
+                     "haMasterAddress": f"127.0.0.1:{self.ports[name] + 1}"}  # fmt: skip
+            self._slaves[name] = self._broker_jvm(name, port, self.workdir / f"{name}-slave", message_delay_level,
+                                                  {**extra, **slave}, jvm)  # fmt: skip
+
+    def _broker_jvm(self, name: str, port: int, bdir: Path, message_delay_level: str | None,
+                    extra: Mapping[str, str], jvm: Mapping[str, list[str]]) -> ReferenceJvm:  # fmt: skip
+        """A broker of ``name`` on ``port`` with its conf, home and store under ``bdir``."""
+        conf = broker_properties(
+            name=name, port=port, namesrv=self.namesrv_addr, store=bdir / "store",
+            message_delay_level=message_delay_level, extra=extra,
+        )  # fmt: skip
+        return ReferenceJvm(
+            "broker", BROKER_MAIN, classpath=self.broker_classpath, jvm=jvm["broker"],
+            conf=write_properties(bdir / "broker.conf", conf),
+            home=make_home(bdir / "home", {"broker": bdir / "broker.log"}, self.acl),
+            user_home=bdir, out_path=bdir / "broker.out", ready_line=broker_boot_line(f"127.0.0.1:{port}"),
+            log_path=bdir / "broker.log", start_timeout=self.START_TIMEOUT, stop_timeout=self.STOP_TIMEOUT,
+        )  # fmt: skip
 
     def _pick_broker_port(self) -> int:
         """A port free with port - 2 and port + 1 (what a broker binds), clear of those already
         picked: they are all free now, but the name server and the other brokers bind theirs later."""
-        taken = {*self.namesrv_ports} | {p + d for p in self.ports.values() for d in (-2, 0, 1)}
+        picked = (*self.ports.values(), *self.slave_ports.values())
+        taken = {*self.namesrv_ports} | {p + d for p in picked for d in (-2, 0, 1)}
         while True:
             port = free_port(also_free=(-2, 1))
             if not taken & {port - 2, port, port + 1}:
@@ -211,6 +249,20 @@ class ApacheCluster(ScratchServer):
         return {name: f"127.0.0.1:{port}" for name, port in self.ports.items()}
 
     @property
+    def slave_addrs(self) -> dict[str, str]:
+        """Broker name -> its slave's address, for the brokers with one."""
+        return {name: f"127.0.0.1:{port}" for name, port in self.slave_ports.items()}
+
+    @property
+    def nodes(self) -> list[tuple[str, int]]:
+        """(broker name, broker id) of every master, then of every slave."""
+        return [*((name, MASTER_ID) for name in self._brokers), *((name, SLAVE_ID) for name in self._slaves)]
+
+    def node_addr(self, name: str, broker_id: int = MASTER_ID) -> str:
+        """The address of broker ``name``'s master (``broker_id`` 0) or slave (1)."""
+        return (self.broker_addrs if broker_id == MASTER_ID else self.slave_addrs)[name]
+
+    @property
     def broker_addr(self) -> str:
         """The first broker's address (what a ``ScenarioServer`` offers)."""
         return self.broker_addrs[self.broker_names[0]]
@@ -229,27 +281,28 @@ class ApacheCluster(ScratchServer):
         return listed_masters(self.cluster_info(namesrv))
 
     def wait_listed(self, name: str, *, present: bool = True, timeout: float | None = None,
-                    namesrv: int | None = None) -> None:  # fmt: skip
-        """Until every running name server (or only ``namesrv``) lists ``name`` at its address (or,
-        ``present=False``, no longer lists it: a broker's entry goes when its connection to the
-        name server closes)."""
-        addr = self.broker_addrs[name]
+                    namesrv: int | None = None, broker_id: int = MASTER_ID) -> None:  # fmt: skip
+        """Until every running name server (or only ``namesrv``) lists ``name``'s master (or, with
+        ``broker_id`` 1, slave) at its address (or, ``present=False``, no longer lists it: a broker's
+        entry goes when its connection to the name server closes)."""
+        addr = self.node_addr(name, broker_id)
+        node = (name, broker_id)
         deadline = time.monotonic() + (self.REGISTER_TIMEOUT if timeout is None else timeout)
         seen: object = None
         while True:
             asked = [namesrv] if namesrv is not None else [i for i, jvm in enumerate(self._namesrvs) if jvm.alive()]
             try:
-                views = {self.namesrv_addrs[i]: self.listed(i) for i in asked}
-                if all((masters.get(name) == addr) == present for masters in views.values()):
+                views = {self.namesrv_addrs[i]: listed_nodes(self.cluster_info(i)) for i in asked}
+                if all((nodes.get(node) == addr) == present for nodes in views.values()):
                     return
                 seen = views
             except (OSError, AssertionError, ServerError) as e:  # name server starting, closing, or refusing
                 seen = e
-            if present and not self._broker(name).alive():
-                raise ServerError(f"{name} exited before the name servers listed it\n{self.log_tail()}")
+            if present and not self._node(name, broker_id).alive():
+                raise ServerError(f"{name}/{broker_id} exited before the name servers listed it\n{self.log_tail()}")
             if time.monotonic() > deadline:
                 raise ServerError(
-                    f"a name server {'does not list' if present else 'still lists'} {name} at {addr} "
+                    f"a name server {'does not list' if present else 'still lists'} {name}/{broker_id} at {addr} "
                     f"(they answer {seen!r})\n{self.log_tail()}"
                 )
             time.sleep(0.1)
@@ -262,21 +315,35 @@ class ApacheCluster(ScratchServer):
         except KeyError:
             raise KeyError(f"no broker {name!r} in this cluster ({', '.join(self._brokers)})") from None
 
+    def _node(self, name: str, broker_id: int) -> ReferenceJvm:
+        """The master (``broker_id`` 0) or slave (1) of ``name``."""
+        if broker_id == MASTER_ID:
+            return self._broker(name)
+        try:
+            return self._slaves[name]
+        except KeyError:
+            raise KeyError(f"broker {name!r} has no slave in this cluster ({', '.join(self._slaves)})") from None
+
+    def _broker_jvms(self) -> list[ReferenceJvm]:
+        """Every master's JVM, then every slave's."""
+        return [*self._brokers.values(), *self._slaves.values()]
+
     def _ready(self, jvm: ReferenceJvm) -> None:
         try:
             jvm.wait_ready()
         except ServerError as e:
             raise ServerError(f"{e}\n{self.log_tail()}") from None
 
-    def _start_brokers(self, names: Iterable[str]) -> None:
-        """Spawn them all, then wait for each (the JVMs boot side by side)."""
-        jvms = [(name, self._broker(name)) for name in names]
+    def _start_brokers(self, nodes: Iterable[tuple[str, int]]) -> None:
+        """Spawn them all (masters and slaves, by (name, broker id)), then wait for each (the JVMs
+        boot side by side)."""
+        jvms = [(node, self._node(*node)) for node in nodes]
         for _, jvm in jvms:
             jvm.spawn()
         try:
-            for name, jvm in jvms:
+            for (name, broker_id), jvm in jvms:
                 self._ready(jvm)
-                self.wait_listed(name)
+                self.wait_listed(name, broker_id=broker_id)
         except BaseException:
             for _, jvm in jvms:
                 jvm.kill()
@@ -295,15 +362,16 @@ class ApacheCluster(ScratchServer):
         for i in indexes:
             self._ready(self._namesrv(i))
         for i in indexes:
-            for name, jvm in self._brokers.items():
-                if jvm.alive():
-                    self.wait_listed(name, namesrv=i, timeout=self.REGISTER_TIMEOUT + self.REGISTER_PERIOD_MS / 1000)
+            for name, broker_id in self.nodes:
+                if self._node(name, broker_id).alive():
+                    self.wait_listed(name, namesrv=i, broker_id=broker_id,
+                                     timeout=self.REGISTER_TIMEOUT + self.REGISTER_PERIOD_MS / 1000)  # fmt: skip
 
     def start(self) -> None:
-        """The name servers not running, then every broker not running."""
+        """The name servers not running, then every broker (master or slave) not running."""
         began = time.monotonic()
         self._start_namesrvs([i for i, jvm in enumerate(self._namesrvs) if not jvm.alive()])
-        self._start_brokers([name for name, jvm in self._brokers.items() if not jvm.alive()])
+        self._start_brokers([node for node in self.nodes if not self._node(*node).alive()])
         self.startup_seconds = time.monotonic() - began
 
     def start_namesrv(self, i: int) -> None:
@@ -320,7 +388,7 @@ class ApacheCluster(ScratchServer):
         """Start ``name`` again (same port, conf and store); return once the name server lists it."""
         if self._broker(name).alive():
             raise ServerError(f"{name} is already running")
-        self._start_brokers([name])
+        self._start_brokers([(name, MASTER_ID)])
 
     def stop_broker(self, name: str) -> None:
         """SIGTERM ``name`` and wait for its exit (it unregisters from the name server first)."""
@@ -331,10 +399,10 @@ class ApacheCluster(ScratchServer):
         self._broker(name).kill()
 
     def alive(self, name: str | None = None) -> bool:
-        """Whether ``name`` (or every process: the name servers and all brokers) is running."""
+        """Whether ``name``'s master (or every process: the name servers, all brokers and slaves) is running."""
         if name is not None:
             return self._broker(name).alive()
-        return all(jvm.alive() for jvm in (*self._namesrvs, *self._brokers.values()))
+        return all(jvm.alive() for jvm in (*self._namesrvs, *self._broker_jvms()))
 
     def namesrv_pid(self, i: int) -> int:
         """Name server ``i``'s process id."""
@@ -347,10 +415,10 @@ class ApacheCluster(ScratchServer):
     def stop(self) -> None:
         """SIGTERM every broker (side by side) and wait, then the name servers."""
         try:
-            for jvm in self._brokers.values():
+            for jvm in self._broker_jvms():
                 jvm.signal_stop()
             errors = []
-            for jvm in self._brokers.values():
+            for jvm in self._broker_jvms():
                 try:
                     jvm.wait_stopped()
                 except ServerError as e:
@@ -371,17 +439,18 @@ class ApacheCluster(ScratchServer):
     def log_tail(self, chars: int = 4000) -> str:
         """The last ``chars`` of each process's output and log."""
         paths = []
-        for jvm in (*self._namesrvs, *self._brokers.values()):
+        for jvm in (*self._namesrvs, *self._broker_jvms()):
             paths += jvm.log_paths
         return tail_logs(paths, chars, root=self.workdir)
 
     def _halt(self) -> None:
         """Kill every JVM (the stores are thrown away, so graceful shutdowns buy nothing)."""
-        for jvm in (*self._brokers.values(), *self._namesrvs):
+        for jvm in (*self._broker_jvms(), *self._namesrvs):
             jvm.kill()
 
     def __repr__(self) -> str:
-        return (f"ApacheCluster(namesrv={self.namesrv_addr!r}, brokers={self.broker_addrs!r}, "
+        slaves = f"slaves={self.slave_addrs!r}, " if self.slave_addrs else ""
+        return (f"ApacheCluster(namesrv={self.namesrv_addr!r}, brokers={self.broker_addrs!r}, {slaves}"
                 f"workdir={str(self.workdir)!r})")
 
 
@@ -444,11 +513,11 @@ class SharedClusters:
 
     @staticmethod
     def _repair(cluster: ApacheCluster) -> None:
-        """Every process running and every broker listed at its address by every name server."""
+        """Every process running and every broker (and slave) listed at its address by every name server."""
         if not cluster.alive():
             cluster.start()  # the name server and the brokers not running, on the same ports and stores
-        for name in cluster.broker_names:
-            cluster.wait_listed(name, timeout=cluster.REGISTER_TIMEOUT + 30)  # a broker registers every 30 s
+        for name, broker_id in cluster.nodes:  # a broker registers every 30 s
+            cluster.wait_listed(name, broker_id=broker_id, timeout=cluster.REGISTER_TIMEOUT + 30)
 
     def release_after(self, index: int) -> None:
         for label in [lb for lb in self.running if self.last_use.get(lb, -1) <= index]:
