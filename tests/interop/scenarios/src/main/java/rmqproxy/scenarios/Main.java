@@ -23,7 +23,7 @@ import org.apache.rocketmq.remoting.protocol.RemotingCommand;
  * </pre>
  *
  * <p>Scenarios: send, push, litepull, tags, tagskip, retry, restart, rebalance, mqadmin, adminshell, transaction, sql,
- * reply, timer (see each class).
+ * reply, timer, follow (see each class).
  * stdout carries only progress lines (free text, and "PROGRESS k=v ..." for the restart
  * scenario) and exactly one final line {@code RESULT {json}}; everything else the JVM or the
  * RocketMQ libraries print is redirected to stderr.  A scenario that throws still prints a
@@ -107,9 +107,11 @@ public final class Main {
                 return ReplyScenario.run(a);
             case "timer":
                 return TimerScenario.run(a);
+            case "follow":
+                return FollowScenario.run(a);
             default:
                 throw new IllegalArgumentException("unknown scenario " + a.scenario
-                    + " (send, push, litepull, tags, tagskip, retry, restart, rebalance, mqadmin, adminshell, transaction, sql, reply, timer)");
+                    + " (send, push, litepull, tags, tagskip, retry, restart, rebalance, mqadmin, adminshell, transaction, sql, reply, timer, follow)");
         }
     }
 
