@@ -43,8 +43,6 @@ final class FollowScenario {
         String topic = a.get("topic");
         String group = a.get("group");
         long progressMs = a.getLong("progress-ms", 250);
-        int pollMs = a.getInt("poll-namesrv-ms", 0);
-        int heartbeatMs = a.getInt("heartbeat-ms", 0);
         String watched = a.get("watch-addr", "");
         Map<String, AtomicInteger> counts = new ConcurrentHashMap<>();
         AtomicInteger deliveries = new AtomicInteger();
@@ -53,12 +51,7 @@ final class FollowScenario {
         DefaultMQPushConsumer c =
             new DefaultMQPushConsumer(group, Main.withAcl(ledger), new AllocateMessageQueueAveragely());
         c.setNamesrvAddr(a.namesrv());
-        if (pollMs > 0) {
-            c.setPollNameServerInterval(pollMs);
-        }
-        if (heartbeatMs > 0) {
-            c.setHeartbeatBrokerInterval(heartbeatMs);
-        }
+        Main.intervals(c, a);
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         c.subscribe(topic, "*");
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {

@@ -12,6 +12,7 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 import org.apache.rocketmq.acl.common.AclClientRPCHook;
 import org.apache.rocketmq.acl.common.SessionCredentials;
+import org.apache.rocketmq.client.ClientConfig;
 import org.apache.rocketmq.remoting.RPCHook;
 import org.apache.rocketmq.remoting.protocol.RemotingCommand;
 
@@ -112,6 +113,21 @@ public final class Main {
             default:
                 throw new IllegalArgumentException("unknown scenario " + a.scenario
                     + " (send, push, litepull, tags, tagskip, retry, restart, rebalance, mqadmin, adminshell, transaction, sql, reply, timer, follow)");
+        }
+    }
+
+    /**
+     * --heartbeat-ms and --poll-namesrv-ms as {@code client}'s heartbeatBrokerInterval and
+     * pollNameServerInterval (left at the client's 30 s each when not given).
+     */
+    static void intervals(ClientConfig client, Args a) {
+        int heartbeatMs = a.getInt("heartbeat-ms", 0);
+        int pollMs = a.getInt("poll-namesrv-ms", 0);
+        if (heartbeatMs > 0) {
+            client.setHeartbeatBrokerInterval(heartbeatMs);
+        }
+        if (pollMs > 0) {
+            client.setPollNameServerInterval(pollMs);
         }
     }
 

@@ -49,8 +49,6 @@ final class RestartScenario {
         long progressMs = a.getLong("progress-ms", 250);
         long drainMs = a.getLong("drain-ms", 60000);
         long maxSent = a.getLong("max-sent", Long.MAX_VALUE);
-        int heartbeatMs = a.getInt("heartbeat-ms", 0);
-        int pollMs = a.getInt("poll-namesrv-ms", 0);
         String rebalanceMs = a.get("rebalance-interval-ms", null);
         if (rebalanceMs != null) {
             // RebalanceService reads this once, when the first client instance of this JVM is created.
@@ -69,12 +67,7 @@ final class RestartScenario {
 
         DefaultMQProducer producer = new DefaultMQProducer(group + "-producer");
         producer.setNamesrvAddr(a.namesrv());
-        if (heartbeatMs > 0) {
-            producer.setHeartbeatBrokerInterval(heartbeatMs);
-        }
-        if (pollMs > 0) {
-            producer.setPollNameServerInterval(pollMs);
-        }
+        Main.intervals(producer, a);
         producer.start();
         // the first send creates the topic, so the consumer finds its route when it starts
         String firstKey = prefix + "-" + nextIndex.getAndIncrement();
@@ -85,12 +78,7 @@ final class RestartScenario {
 
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
         consumer.setNamesrvAddr(a.namesrv());
-        if (heartbeatMs > 0) {
-            consumer.setHeartbeatBrokerInterval(heartbeatMs);
-        }
-        if (pollMs > 0) {
-            consumer.setPollNameServerInterval(pollMs);
-        }
+        Main.intervals(consumer, a);
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         consumer.subscribe(topic, "*");
         consumer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
