@@ -17,10 +17,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from twisted.internet import defer
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET
 
-__all__ = ["CHILDREN_PER_SLICE", "SLICE_BUDGET_S", "MetricsResource", "exposition_slices"]
+__all__ = ["CHILDREN_PER_SLICE", "SLICE_BUDGET_S", "MetricsResource", "exposition_slices", "render_in_turns"]
 
 #: Label sets of one reactor family rendered per slice (about 1 ms for a histogram).
 CHILDREN_PER_SLICE = 64
@@ -55,6 +56,30 @@ def exposition_slices(registry: CollectorRegistry, children_per_slice: int = CHI
                 yield generate_latest(_One(family))
 
 
+def render_in_turns(
+    registry: CollectorRegistry, reactor: Any, write: Callable[[bytes], None], *, budget_s: float = SLICE_BUDGET_S,
+    clock: Callable[[], float] = time.perf_counter, gone: Callable[[], bool] = lambda: False,
+) -> defer.Deferred:
+    """Pass ``registry``'s exposition to ``write`` slice by slice, ``budget_s`` of rendering per
+    reactor turn; the Deferred fires once all is written, or never if ``gone()`` says to stop."""
+    slices = exposition_slices(registry)
+    done: defer.Deferred = defer.Deferred()
+
+    def turn() -> None:
+        if gone():
+            return
+        end = clock() + budget_s
+        for chunk in slices:
+            write(chunk)
+            if clock() >= end:
+                reactor.callLater(0, turn)
+                return
+        done.callback(None)
+
+    turn()
+    return done
+
+
 class MetricsResource(Resource):
     """``GET /metrics``, written as it is rendered, ``budget_s`` of rendering per reactor turn."""
 
@@ -72,20 +97,8 @@ class MetricsResource(Resource):
 
     def render_GET(self, request: Any) -> Any:
         request.setHeader(b"Content-Type", CONTENT_TYPE_LATEST.encode())
-        slices = exposition_slices(self.registry)
-        gone = []
+        gone: list[Any] = []  # the scraper went away
         request.notifyFinish().addBoth(gone.append)
-
-        def turn() -> None:
-            if gone:
-                return  # the scraper went away
-            end = self.clock() + self.budget_s
-            for chunk in slices:
-                request.write(chunk)
-                if self.clock() >= end:
-                    self.reactor.callLater(0, turn)
-                    return
-            request.finish()
-
-        turn()
+        render_in_turns(self.registry, self.reactor, request.write, budget_s=self.budget_s, clock=self.clock,
+                        gone=lambda: bool(gone)).addCallback(lambda _: request.finish())  # fmt: skip
         return NOT_DONE_YET
