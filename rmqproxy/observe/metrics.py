@@ -13,8 +13,10 @@ time by a custom collector, never kept in inc/dec gauges that drift. Labelled hi
 counters fed from the reactor thread are ``ReactorHistogram``/``ReactorCounter``: a child is one
 list of bucket counts, where prometheus_client keeps a lock and a value object per bucket — with
 hundreds of groups those tens of thousands of objects made each full garbage collection stall the
-reactor for tens of milliseconds (held pulls then time out late). Everything is registered on
-a passed-in ``CollectorRegistry``. Label cardinality is bounded: past ``max_label_values``
+reactor for tens of milliseconds (held pulls then time out late). In a worker of ``proxy
+--workers N`` every counter and histogram is one of those, its cells in the slot's file
+(``Metrics(store=CounterFile(...))``, counter_file.py), so the worker restarted after a SIGKILL
+continues each series. Everything is registered on a passed-in ``CollectorRegistry``. Label cardinality is bounded: past ``max_label_values``
 distinct topics (or groups) new ones are reported as ``_other``; retry and DLQ topics all report
 as ``%RETRY%`` and ``%DLQ%``. ``/metrics`` is rendered in the reactor thread (``exposition``),
 so collectors read the tables without locks.
@@ -26,7 +28,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.utils import floatToGoString
 
@@ -34,6 +36,7 @@ from codec.bodies import ConsumerRunningInfo
 from codec.codes import code_name
 
 from ..core.hold import WAKE_TIMEOUT
+from .counter_file import CounterFile
 from .pull_events import PullEvent
 from ..core.names import DLQ_PREFIX, RETRY_PREFIX, is_system_topic
 
@@ -49,29 +52,42 @@ OTHER = "_other"
 _HOT_PATH_CACHE = 10_000
 
 
-class _HistogramChild:
-    __slots__ = ("_bounds", "counts", "sum", "text")
+#: A child's cells in a worker's counter file, as integers and as floats (``CounterFile.cells``).
+Cells = tuple[memoryview, memoryview]
 
-    def __init__(self, bounds: tuple[float, ...]) -> None:
+
+class _HistogramChild:
+    __slots__ = ("_bounds", "counts", "_sum", "text")
+
+    def __init__(self, bounds: tuple[float, ...], cells: Cells | None) -> None:
         self._bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)  # per bucket, not cumulative; the last is +Inf
-        self.sum = 0.0
+        # per bucket, not cumulative; the last is +Inf. In a list, or the file's cells then the sum's
+        self.counts: Any = [0] * (len(bounds) + 1) if cells is None else cells[0][:-1]
+        self._sum: Any = [0.0] if cells is None else cells[1][-1:]
         self.text = ("", "", "")  # its labels as exposition text: before le, after le, all
 
     def observe(self, value: float) -> None:
         self.counts[bisect_left(self._bounds, value)] += 1
-        self.sum += value
+        self._sum[0] += value
+
+    @property
+    def sum(self) -> float:
+        return self._sum[0]
 
 
 class _CounterChild:
-    __slots__ = ("value", "text")
+    __slots__ = ("_value", "text")
 
-    def __init__(self) -> None:
-        self.value = 0.0
+    def __init__(self, cells: Cells | None) -> None:
+        self._value: Any = [0.0] if cells is None else cells[1]
         self.text = ("", "", "")
 
     def inc(self, amount: float = 1) -> None:
-        self.value += amount
+        self._value[0] += amount
+
+    @property
+    def value(self) -> float:
+        return self._value[0]
 
 
 def _escape_value(value: str) -> str:
@@ -87,27 +103,42 @@ def _go_count(value: int) -> str:
 class _ReactorFamily:
     """A labelled metric whose children are created by ``labels(*values)`` and updated from one
     thread (the reactor's); it is its own collector, and renders its own text exposition in
-    slices (``exposition``) so a scrape of thousands of children can let the reactor run between them."""
+    slices (``exposition``) so a scrape of thousands of children can let the reactor run between them.
+    With a ``store`` (a worker's ``CounterFile``) each child's values live in the file."""
 
     #: the exposition's TYPE
     kind = ""
 
-    def __init__(self, name: str, documentation: str, labelnames: Iterable[str], registry: CollectorRegistry) -> None:
+    def __init__(self, name: str, documentation: str, labelnames: Iterable[str], registry: CollectorRegistry,
+                 store: CounterFile | None = None) -> None:  # fmt: skip
         self.name = name
         self.documentation = documentation
         self.labelnames = list(labelnames)
+        self.store = store
         self._children: dict[tuple[str, ...], Any] = {}
         # the exposition writes a sample's labels sorted by name; a histogram bucket's le among them
         self._order = sorted(range(len(self.labelnames)), key=self.labelnames.__getitem__)
         self._le_at = sum(1 for n in self.labelnames if n < "le")
+        if store is not None:  # a dead worker's children, exposed again from the start
+            for values in store.restored(name, self.cells):
+                if len(values) == len(self.labelnames):
+                    self.labels(*values)
         registry.register(self)
+
+    def label_values(self, label: str) -> set[str]:
+        """The values its children have of ``label`` (none if it has no such label)."""
+        if label not in self.labelnames:
+            return set()
+        at = self.labelnames.index(label)
+        return {values[at] for values in self._children}
 
     def labels(self, *values: str) -> Any:
         child = self._children.get(values)
         if child is None:
             if len(values) != len(self.labelnames):
                 raise ValueError(f"{self.name} takes labels {self.labelnames}, got {values}")
-            child = self._new_child()
+            cells = None if self.store is None else self.store.cells(self.name, values, self.cells)
+            child = self._new_child(cells)
             pairs = [f'{self.labelnames[i]}="{_escape_value(values[i])}"' for i in self._order]
             before, after = pairs[: self._le_at], pairs[self._le_at :]
             child.text = ("".join(p + "," for p in before), "".join("," + p for p in after), ",".join(pairs))
@@ -136,7 +167,10 @@ class _ReactorFamily:
     def _lines(self, child: Any, out: list[str]) -> None:
         raise NotImplementedError
 
-    def _new_child(self) -> Any:
+    #: 8-byte cells a child takes in a counter file
+    cells = 1
+
+    def _new_child(self, cells: Cells | None) -> Any:
         raise NotImplementedError
 
     def describe(self) -> list:
@@ -153,14 +187,15 @@ class ReactorHistogram(_ReactorFamily):
 
     def __init__(
         self, name: str, documentation: str, labelnames: Iterable[str], *, buckets: tuple[float, ...],
-        registry: CollectorRegistry,
+        registry: CollectorRegistry, store: CounterFile | None = None,
     ) -> None:  # fmt: skip
         self.bounds = tuple(float(b) for b in buckets)
         self._les = [floatToGoString(b) for b in self.bounds] + ["+Inf"]
-        super().__init__(name, documentation, labelnames, registry)
+        self.cells = len(self.bounds) + 2  # the buckets, +Inf, the sum
+        super().__init__(name, documentation, labelnames, registry, store)
 
-    def _new_child(self) -> _HistogramChild:
-        return _HistogramChild(self.bounds)
+    def _new_child(self, cells: Cells | None) -> _HistogramChild:
+        return _HistogramChild(self.bounds, cells)
 
     def _family(self) -> HistogramMetricFamily:
         return HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
@@ -191,8 +226,8 @@ class ReactorCounter(_ReactorFamily):
 
     kind = "counter"
 
-    def _new_child(self) -> _CounterChild:
-        return _CounterChild()
+    def _new_child(self, cells: Cells | None) -> _CounterChild:
+        return _CounterChild(cells)
 
     def _family(self) -> CounterMetricFamily:
         return CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
@@ -232,6 +267,13 @@ class LabelLimiter:
             return name
         return OTHER
 
+    def remember(self, values: Iterable[str]) -> None:
+        """Values a dead worker of this slot gave out (its children in the file) count toward the
+        limit: its successors together give out no more than ``limit``, and the file stays bounded."""
+        for value in values:
+            if value not in (OTHER, RETRY_PREFIX, DLQ_PREFIX) and len(self.seen) < self.limit:
+                self.seen.add(value)
+
 
 def system_label(topic: str) -> str:
     """The ``is_system`` label value of ``topic``."""
@@ -243,9 +285,12 @@ class Metrics:
 
     def __init__(
         self, registry: CollectorRegistry, *, cluster: str, node_id: str, max_label_values: int = 500,
-        broker_label: bool = False,
+        broker_label: bool = False, store: CounterFile | None = None,
     ) -> None:
         self.registry = registry
+        # a proxy worker's counters and histograms live in its slot's file (counter_file), else in memory
+        self.store = store
+        on = {"registry": registry, "store": store}
         self.common = (cluster, "broker", node_id)
         # proxy mode: the pull families say which upstream broker served the pull
         self.broker_label = broker_label
@@ -254,56 +299,63 @@ class Metrics:
         self.group_label = LabelLimiter(max_label_values)
         self.pull_latency = ReactorHistogram(
             "rmqproxy_pull_latency_seconds", "Pull request to answer, held or not (what clients see, less network).",
-            ["topic", "consumer_group", "code", "held", *by], buckets=LATENCY_BUCKETS, registry=registry,
+            ["topic", "consumer_group", "code", "held", *by], buckets=LATENCY_BUCKETS, **on,
         )  # fmt: skip
         self.pull_hold = ReactorHistogram(
             "rmqproxy_pull_hold_seconds", "Time a pull spent held, by what ended the hold.",
-            ["topic", "consumer_group", "wake", *by], buckets=LATENCY_BUCKETS, registry=registry,
+            ["topic", "consumer_group", "wake", *by], buckets=LATENCY_BUCKETS, **on,
         )  # fmt: skip
         self.pull_service = ReactorHistogram(
             "rmqproxy_pull_service_seconds", "Time spent reading and answering a pull, outside any hold.",
-            ["topic", "consumer_group", *by], buckets=LATENCY_BUCKETS, registry=registry,
+            ["topic", "consumer_group", *by], buckets=LATENCY_BUCKETS, **on,
         )  # fmt: skip
-        self.hold_overshoot = Histogram(
+        self.hold_overshoot = ReactorHistogram(
             "rmqproxy_pull_hold_overshoot_seconds", "Timeout wakes: actual hold minus the requested suspend time.",
-            buckets=OVERSHOOT_BUCKETS, registry=registry,
+            [], buckets=OVERSHOOT_BUCKETS, **on,
         )  # fmt: skip
+        self._overshoot = self.hold_overshoot.labels()
         self.wakeups = ReactorCounter(
             "rmqproxy_hold_wakeups", "Held pulls ended, by reason.", ["topic", "consumer_group", "wake", *by],
-            registry=registry,
+            **on,
         )  # fmt: skip
         self.lock_handoff = ReactorHistogram(
             "rmqproxy_lock_handoff_seconds", "Queue lock released by one client until granted to the next.",
-            ["consumer_group"], buckets=LATENCY_BUCKETS + (31, 60, 120), registry=registry,
+            ["consumer_group"], buckets=LATENCY_BUCKETS + (31, 60, 120), **on,
         )  # fmt: skip
-        self.store_flush = Histogram(
-            "rmqproxy_store_flush_seconds", "Commit-log fsync duration.", buckets=LATENCY_BUCKETS, registry=registry
+        # observed by the store's flush thread alone (one writer, as every reactor family has)
+        self.store_flush = ReactorHistogram(
+            "rmqproxy_store_flush_seconds", "Commit-log fsync duration.", [], buckets=LATENCY_BUCKETS, **on
         )
+        self._flush = self.store_flush.labels()
         self.client_stats_failures = ReactorCounter(
             "rmqproxy_client_stats_failures", "Consumers that did not answer GET_CONSUMER_RUNNING_INFO in time.",
-            ["group"], registry=registry,
+            ["group"], **on,
         )  # fmt: skip
         self.messages_in = ReactorCounter(
             "rocketmq_messages_in", "Messages produced.", [*COMMON, "topic", "message_type", "is_system"],
-            registry=registry,
+            **on,
         )  # fmt: skip
         self.throughput_in = ReactorCounter(
             "rocketmq_throughput_in", "Bytes produced.", [*COMMON, "topic", "message_type", "is_system"],
-            registry=registry,
+            **on,
         )  # fmt: skip
         self.messages_out = ReactorCounter(
             "rocketmq_messages_out", "Messages consumed.",
-            [*COMMON, "topic", "consumer_group", "is_retry", "is_system"], registry=registry,
+            [*COMMON, "topic", "consumer_group", "is_retry", "is_system"], **on,
         )  # fmt: skip
         self.throughput_out = ReactorCounter(
             "rocketmq_throughput_out", "Bytes consumed.",
-            [*COMMON, "topic", "consumer_group", "is_retry", "is_system"], registry=registry,
+            [*COMMON, "topic", "consumer_group", "is_retry", "is_system"], **on,
         )  # fmt: skip
         self.rpc_latency = ReactorHistogram(
             "rocketmq_rpc_latency", "Request to response, in milliseconds (RocketMQ 5.x).",
             [*COMMON, "protocol_type", "request_code", "response_code", "is_long_polling"],
-            buckets=RPC_LATENCY_BUCKETS_MS, registry=registry,
+            buckets=RPC_LATENCY_BUCKETS_MS, **on,
         )  # fmt: skip
+        families = [family for family in vars(self).values() if isinstance(family, _ReactorFamily)]
+        for family in families if store is not None else ():
+            self.topic_label.remember(family.label_values("topic"))
+            self.group_label.remember(family.label_values("consumer_group") | family.label_values("group"))
         self._client_view: dict[tuple[str, str, str, str], dict[str, float]] = {}
         # Children by raw name or code, so every send skips label mapping (bounded: a client may
         # send any code, a producer any topic).
@@ -323,7 +375,7 @@ class Metrics:
             self.pull_hold.labels(topic, group, event.wake, *by).observe(event.hold_ms / 1000)
             self.wakeups.labels(topic, group, event.wake, *by).inc()
             if event.wake == WAKE_TIMEOUT and event.suspend_ms:
-                self.hold_overshoot.observe(max(0.0, (event.hold_ms - event.suspend_ms) / 1000))
+                self._overshoot.observe(max(0.0, (event.hold_ms - event.suspend_ms) / 1000))
         if event.msgs:
             is_retry = "true" if event.topic.startswith(RETRY_PREFIX) else "false"
             labels = (*self.common, topic, group, is_retry, system_label(event.topic))
@@ -361,7 +413,7 @@ class Metrics:
         child.observe(elapsed_ms)
 
     def on_flush(self, seconds: float) -> None:
-        self.store_flush.observe(seconds)
+        self._flush.observe(seconds)
 
     def on_handoff(self, group: str, seconds: float) -> None:
         """A queue lock passed from one client to the next after ``seconds``."""
