@@ -7,16 +7,18 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
-from twisted.logger import globalLogPublisher
 
 from rmqproxy.observe.counter_file import HEADER_BYTES, CounterFile, CounterFileBusy, worker_file
 from rmqproxy.observe.metrics import LiveState, Metrics, ReactorCounter, ReactorHistogram
 from rmqproxy.observe.pull_events import PullEvent
+
+from ..proxy.test_tls import logged
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,14 +52,9 @@ def samples(registry: CollectorRegistry) -> dict[tuple[str, tuple], float]:
     return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in registry.collect() for s in f.samples}
 
 
-def warnings_while(action) -> list[str]:
-    events: list[dict] = []
-    globalLogPublisher.addObserver(events.append)
-    try:
-        action()
-    finally:
-        globalLogPublisher.removeObserver(events.append)
-    return [e["log_format"] for e in events if e.get("log_level") is not None and e["log_level"].name == "warn"]
+def warnings_while(action: Callable[[], object]) -> list[str]:
+    """The metrics-file warnings logged while ``action()`` runs."""
+    return [line for line in logged(action) if line.startswith("metrics file ")]
 
 
 def test_a_file_backed_metrics_exposes_what_an_in_memory_one_does(tmp_path) -> None:
