@@ -16,10 +16,11 @@ hundreds of groups those tens of thousands of objects made each full garbage col
 reactor for tens of milliseconds (held pulls then time out late). In a worker of ``proxy
 --workers N`` every counter and histogram is one of those, its cells in the slot's file
 (``Metrics(store=CounterFile(...))``, counter_file.py), so the worker restarted after a SIGKILL
-continues each series. Everything is registered on a passed-in ``CollectorRegistry``. Label cardinality is bounded: past ``max_label_values``
-distinct topics (or groups) new ones are reported as ``_other``; retry and DLQ topics all report
-as ``%RETRY%`` and ``%DLQ%``. ``/metrics`` is rendered in the reactor thread (``exposition``),
-so collectors read the tables without locks.
+continues each series. Everything is registered on a passed-in ``CollectorRegistry``. Label
+cardinality is bounded: past ``max_label_values`` distinct topics (or groups) new ones are
+reported as ``_other``; retry and DLQ topics all report as ``%RETRY%`` and ``%DLQ%``.
+``/metrics`` is rendered in the reactor thread (``exposition``), so collectors read the tables
+without locks.
 """
 
 from __future__ import annotations
@@ -108,6 +109,8 @@ class _ReactorFamily:
 
     #: the exposition's TYPE
     kind = ""
+    #: 8-byte cells a child takes in a counter file
+    cells = 1
 
     def __init__(self, name: str, documentation: str, labelnames: Iterable[str], registry: CollectorRegistry,
                  store: CounterFile | None = None) -> None:  # fmt: skip
@@ -166,9 +169,6 @@ class _ReactorFamily:
 
     def _lines(self, child: Any, out: list[str]) -> None:
         raise NotImplementedError
-
-    #: 8-byte cells a child takes in a counter file
-    cells = 1
 
     def _new_child(self, cells: Cells | None) -> Any:
         raise NotImplementedError
@@ -352,10 +352,10 @@ class Metrics:
             [*COMMON, "protocol_type", "request_code", "response_code", "is_long_polling"],
             buckets=RPC_LATENCY_BUCKETS_MS, **on,
         )  # fmt: skip
-        families = [family for family in vars(self).values() if isinstance(family, _ReactorFamily)]
-        for family in families if store is not None else ():
-            self.topic_label.remember(family.label_values("topic"))
-            self.group_label.remember(family.label_values("consumer_group") | family.label_values("group"))
+        if store is not None:  # the dead worker's topics and groups count toward max_label_values
+            for family in [f for f in vars(self).values() if isinstance(f, _ReactorFamily)]:
+                self.topic_label.remember(family.label_values("topic"))
+                self.group_label.remember(family.label_values("consumer_group") | family.label_values("group"))
         self._client_view: dict[tuple[str, str, str, str], dict[str, float]] = {}
         # Children by raw name or code, so every send skips label mapping (bounded: a client may
         # send any code, a producer any topic).
