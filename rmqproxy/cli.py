@@ -59,16 +59,39 @@ def serve(conf_file: Path | None, **overrides) -> None:
 @main.command()
 @click.option("-c", "--config", "conf_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="proxy.conf-style properties file")  # fmt: skip
+@click.option("--worker-slot", type=click.IntRange(0), default=0, hidden=True,
+              help="run as this worker of a supervisor (its control channel on fd 3)")  # fmt: skip
+@click.option("--worker-dir", default="", hidden=True, help="the supervisor's folder of the workers' counter files")
 @_setting_options("proxy")
-def proxy(conf_file: Path | None, **overrides) -> None:
-    """Run in front of an Apache RocketMQ cluster (--namesrv-addr) until SIGINT/SIGTERM."""
+def proxy(conf_file: Path | None, worker_slot: int, worker_dir: str, **overrides) -> None:
+    """Run in front of an Apache RocketMQ cluster (--namesrv-addr) until SIGINT/SIGTERM; with
+    --workers N (default: one per core) as N worker processes sharing the ports."""
     from .proxy.server import ProxyServer
+    from .proxy.workers import Supervisor, worker_count
 
-    _run(ProxyServer, conf_file, overrides)
+    def make(config, reactor):
+        workers = worker_count(config)
+        if worker_slot:
+            return ProxyServer(config, reactor, worker=worker_slot, workers=workers, worker_dir=worker_dir)
+        if workers > 1:
+            return Supervisor(config, reactor, _proxy_args(conf_file, overrides), workers)
+        return ProxyServer(config, reactor)
+
+    _run(make, conf_file, overrides)
+
+
+def _proxy_args(conf_file: Path | None, overrides: dict) -> list[str]:
+    """The proxy command's arguments as given (the file, then each flag set): a worker's start."""
+    flags = {setting.field: setting.flag for setting in SETTINGS}
+    args = ["-c", str(conf_file)] if conf_file is not None else []
+    for field, value in overrides.items():
+        if value is not None:
+            args += [flags[field], str(value)]
+    return args
 
 
 def _run(server_class, conf_file: Path | None, overrides: dict) -> None:
-    """Load the configuration, start ``server_class(config, reactor)`` and run the reactor."""
+    """Load the configuration, start ``server_class(config, reactor)`` (a class or a function) and run the reactor."""
     from twisted.internet import reactor
     from twisted.logger import globalLogBeginner, textFileLogObserver
 

@@ -10,6 +10,7 @@ front end applies, the listening ports (the ``/metrics`` port among them) and th
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable, Iterable
 from types import SimpleNamespace
@@ -20,11 +21,13 @@ from twisted.internet import defer, task
 from twisted.internet.interfaces import IListeningPort
 from twisted.internet.protocol import Factory
 from twisted.logger import Logger
+from twisted.web.resource import Resource
 from twisted.web.server import Site
 
 from .core.alarm import Alarm, Deadlines, precise_alarm, wall_alarm
 from .core.clocks import Wall
 from .core.config import Config
+from .observe.counter_file import CounterFile
 from .observe.exposition import MetricsResource
 from .core.hold import HoldService
 from .observe.metrics import LiveState, Metrics
@@ -58,20 +61,22 @@ class Runtime:
     """The shared parts of one server process (see the module docstring)."""
 
     def __init__(self, config: Config, reactor: Any, *, node_id: str, broker_label: bool = False,
-                 wall: Wall = time.time) -> None:  # fmt: skip
+                 wall: Wall = time.time, pull_log: PullLog | None = None,
+                 metrics_store: CounterFile | None = None) -> None:  # fmt: skip
         self.config = config
         self.reactor = reactor
         self.wall = wall  # absolute times; every relative wait is on the reactor's (monotonic) clock
         disable_created_metrics()  # RocketMQ and rocketmq-exporter export no *_created series
         self.registry = CollectorRegistry()
-        self.metrics = Metrics(self.registry, cluster=config.cluster_name, node_id=node_id, broker_label=broker_label)
+        self.metrics = Metrics(self.registry, cluster=config.cluster_name, node_id=node_id, broker_label=broker_label,
+                               store=metrics_store)  # fmt: skip
         self.hooks: Any = self.metrics if config.metrics_enabled else NO_HOOKS
         self.rejections = Rejections(reactor.seconds)
         # every deadline alarm on the reactor's clock (held pulls), in sight of the connections
         self.deadlines = Deadlines(reactor.seconds, lambda fire: precise_alarm(reactor, fire))
         self.holds = HoldService(reactor, config.max_held_pulls, config.max_held_pulls_per_connection,
                                  alarm=self.deadlines.alarm)  # fmt: skip
-        self.pull_log = PullLog.of(config)
+        self.pull_log = pull_log if pull_log is not None else PullLog.of(config)
         self.reply_buffers = ReplyBuffers(config.max_buffered_reply_bytes_per_connection, config.max_buffered_reply_bytes)
         self.unfinished_frames = UnfinishedFrames(reactor, config.max_unfinished_frame_bytes,
                                                   config.frame_stall_timeout_ms / 1000)  # fmt: skip
@@ -121,6 +126,13 @@ class Runtime:
         self.ports.append(listening)
         return listening
 
+    def adopt(self, sock: socket.socket, factory: Factory) -> IListeningPort:
+        """Accept on ``sock``, already bound and listening (its connections queued meanwhile wait
+        for this); closed by ``stop`` with the other ports. ``sock`` itself may be closed after."""
+        listening: IListeningPort = self.reactor.adoptStreamPort(sock.fileno(), sock.family, factory)
+        self.ports.append(listening)
+        return listening
+
     def open_port(self, port: int, factory: Factory) -> IListeningPort:
         """Listen on ``port`` of the bind address with the configured backlog; the caller closes
         it (a proxy node's ports live and die with the node)."""
@@ -128,13 +140,15 @@ class Runtime:
                                                            interface=self.config.bind_address)  # fmt: skip
         return listening
 
-    def serve_metrics(self) -> None:
+    def serve_metrics(self, metrics: Resource | None = None) -> None:
         """``GET /metrics`` on ``metricsPromExporterPort`` (unless 0 or DISABLE), at
-        ``metricsPromExporterHost``, the bind address when blank (as a 5.x broker)."""
+        ``metricsPromExporterHost``, the bind address when blank (as a 5.x broker): the
+        registry's, or what ``metrics`` renders (a proxy's supervisor: its workers')."""
         config = self.config
         if config.metrics_port and config.metrics_enabled:
             host = config.metrics_host or config.bind_address
-            probes = Probes(MetricsResource(self.registry, self.reactor), ReadyResource(self.readiness))
+            resource = metrics if metrics is not None else MetricsResource(self.registry, self.reactor)
+            probes = Probes(resource, ReadyResource(self.readiness))
             site = Site(probes, reactor=self.reactor)  # its log clock too
             self.metrics_port = self.reactor.listenTCP(config.metrics_port, site, interface=host)
 

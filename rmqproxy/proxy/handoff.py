@@ -14,6 +14,13 @@ the broker tell the group's other consumers to rebalance, and they must find the
 
 A client that closes one connection and keeps others is still alive: its locks stay, and the
 closed connection's upstream channel closes after ``LINGER_S``.
+
+With ``--workers N`` a client's connections (one per broker) may sit in different workers, and
+only the supervisor sees them all: a worker given ``peers`` (``worker.WorkerLink``) tells it
+when a client's first connection here has joined and when its last one here has left, and
+releases the client's locks when the supervisor says the client is gone from every worker
+(``released``), or, if it is not within ``LINGER_S``, closes the channel and forgets the locks
+(the client is alive elsewhere, as above).
 """
 
 from __future__ import annotations
@@ -51,23 +58,36 @@ class LockHolder(Protocol):
     link: LazyConnection
 
 
+class Peers(Protocol):
+    """The other workers of a proxy, through its supervisor (``worker.WorkerLink``)."""
+
+    def live(self, client_id: str) -> None: ...
+
+    def gone(self, client_id: str) -> None: ...
+
+
 class LockHandoff:
-    def __init__(self, reactor: Any, *, immediate: bool, timeout_s: float, on_release: Any = None) -> None:
+    def __init__(self, reactor: Any, *, immediate: bool, timeout_s: float, on_release: Any = None,
+                 peers: Peers | None = None) -> None:  # fmt: skip
         self.reactor = reactor
         self.immediate = immediate
         self.timeout_s = timeout_s
         self.on_release = on_release  # (client id, queues unlocked) for metrics and tests
+        self.peers = peers  # with workers: who says whether a client is gone from all of them
         self._live: dict[str, set[LockHolder]] = {}  # client id -> its open sessions
         # client id -> (broker, broker id, group) -> lock requests no later one covers, oldest first
         self._locks: dict[str, dict[tuple[str, int, str], list[tuple[_Queues, RemotingCommand]]]] = {}
         self._counts: dict[str, int] = {}  # client id -> requests in ``_locks``
-        self._parked: dict[str, list[LockHolder]] = {}  # closed sessions waiting for the release
+        self._parked: dict[str, list[LockHolder]] = {}  # closed sessions waiting for the release (or ``LINGER_S``)
         self._releasing = 0  # releases whose unlocks are still unanswered
         self._settled: list[defer.Deferred] = []  # ``settled`` callers waiting for them
 
     def joined(self, session: LockHolder) -> None:
         """``session`` told its clientId (its first heartbeat)."""
-        self._live.setdefault(session.client_id, set()).add(session)
+        live = self._live.setdefault(session.client_id, set())
+        if not live and self.peers is not None:
+            self.peers.live(session.client_id)
+        live.add(session)
 
     def locked(self, session: LockHolder, request: RemotingCommand) -> str:
         """A LOCK_BATCH_MQ on its way upstream: remember it as the client's latest for that group.
@@ -105,14 +125,21 @@ class LockHandoff:
             live.discard(session)
             if not live:
                 del self._live[client_id]
+                if self.peers is not None:
+                    self.peers.gone(client_id)
         if not self.immediate or client_id not in self._locks:
             return False
         self._parked.setdefault(client_id, []).append(session)
-        if client_id in self._live:  # the client is still connected elsewhere
+        if client_id in self._live or self.peers is not None:  # connected elsewhere, or the supervisor says
             self.reactor.callLater(LINGER_S, self._linger_over, client_id, session)
         else:
             self._release(client_id)
         return True
+
+    def released(self, client_id: str) -> None:
+        """The supervisor says ``client_id`` is gone from every worker: release its locks here."""
+        if client_id not in self._live and client_id in self._parked:
+            self._release(client_id)
 
     def _linger_over(self, client_id: str, session: LockHolder) -> None:
         parked = self._parked.get(client_id)
@@ -121,6 +148,10 @@ class LockHandoff:
             if not parked:
                 del self._parked[client_id]
             session.link.close()
+        if self.peers is not None and client_id not in self._live and client_id not in self._parked:
+            self._locks.pop(client_id, None)  # alive in another worker: what it locked here cannot be released
+            self._counts.pop(client_id, None)
+        self._settle()
 
     def _release(self, client_id: str) -> None:
         """The client is gone: unlock its queues everywhere, then close its channels."""
@@ -150,18 +181,22 @@ class LockHandoff:
             for session in parked:
                 session.link.close()
             self._releasing -= 1
-            if not self._releasing:
-                waiting, self._settled = self._settled, []
-                for d in waiting:
-                    d.callback(None)
+            self._settle()
 
         self._releasing += 1
         defer.DeferredList(sent).addCallback(close_all)
 
+    def _settle(self) -> None:
+        if not self._releasing and not (self.peers is not None and self._parked):
+            waiting, self._settled = self._settled, []
+            for d in waiting:
+                d.callback(None)
+
     def settled(self) -> defer.Deferred:
         """Fires once every departed client's unlocks are answered (or failed) and its channels
-        closed: what a stopping proxy waits for after closing its clients."""
-        if not self._releasing:
+        closed (with workers, also once every closed session's wait for the supervisor's word is
+        over): what a stopping proxy waits for after closing its clients."""
+        if not self._releasing and not (self.peers is not None and self._parked):
             return defer.succeed(None)
         waiting: defer.Deferred = defer.Deferred()
         self._settled.append(waiting)

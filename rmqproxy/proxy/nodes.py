@@ -72,12 +72,14 @@ class NodeDirectory:
     """(broker name, broker id) -> ``Node``, starting a listener for each new one."""
 
     def __init__(self, ports: range, host: str, listen: Callable[[Node, int], IListeningPort], *,
-                 fast: bool = True) -> None:  # fmt: skip
-        """``listen(node, port)`` listens on ``port`` for ``node`` (its port, or its fast port when ``fast``)."""
+                 fast: bool = True, moved: Callable[[Node], None] | None = None) -> None:  # fmt: skip
+        """``listen(node, port)`` listens on ``port`` for ``node`` (its port, or its fast port when
+        ``fast``); ``moved(node)`` hears of a node whose upstream address changed."""
         self.ports = ports
         self.host = host
         self.fast = fast
         self._listen = listen
+        self._moved = moved
         self._nodes: dict[tuple[str, int], Node] = {}
         self._taken: set[int] = set()
 
@@ -95,6 +97,8 @@ class NodeDirectory:
         elif node.upstream != upstream:
             log.info("broker {node} moved to {upstream}", node=node, upstream=upstream)
             node.upstream = upstream
+            if self._moved is not None:
+                self._moved(node)
         return node.address
 
     def prime(self, nodes: Iterable[tuple[str, int, str]]) -> None:

@@ -1,7 +1,9 @@
 """Proxy mode's composition root: ``rmqproxy proxy`` in front of an Apache RocketMQ cluster.
 
-The name-server port forwards every request to the upstream name servers and rewrites the broker
-addresses of route and cluster-info answers to the proxy's own listeners (``routes``, ``nodes``).
+The name-server port (``front``) forwards every request to the upstream name servers and rewrites
+the broker addresses of route and cluster-info answers to the proxy's own listeners (``routes``,
+``nodes``). With ``--workers N`` a supervisor (``workers``) owns that port and the listeners, and
+N processes of this root, each a worker, accept on the listeners (``worker``).
 Each listener stands for one upstream broker node; each client connection on it gets a
 ``BrokerSession`` with its own upstream connection. There is no store: what the proxy keeps is
 per connection (sessions, pull slots) or bounded (held pulls, kept answers, lock records).
@@ -12,7 +14,6 @@ docs/architecture.md, "Proxy mode", says why it is built this way.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any
 
@@ -22,29 +23,28 @@ from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 
 from codec import implementation as codec_implementation
-from codec.codes import RequestCode, ResponseCode
+from codec.codes import RequestCode
 from codec.command import RemotingCommand
-from codec.errors import CodecError
 
 from ..core.clocks import Wall
-from ..core.config import SETTINGS, Config
-from ..observe.pull_events import PullEvent
+from ..core.config import Config
+from ..observe.counter_file import CounterFile, worker_file
+from ..observe.pull_events import PullEvent, PullLog
 from ..runtime import Runtime
 from ..net.replies import WriteBatch
 from ..net.tls import TlsSettings, sniffing_factory
 from ..net.tls_client import UpstreamTls
 from ..net.transport import Connection
 from .handoff import LockHandoff
-from .nodes import NoFreePort, Node, NodeDirectory, parse_port_range
-from .routes import cluster_nodes, rewrite_cluster_info, rewrite_route
+from .front import NameServerFront, check_proxy_config
+from .nodes import Node, NodeDirectory, parse_port_range
 from .session import BrokerSession
-from .shared import Relaying, StashBudget
-from .upstream import Dialer, NameServers, UpstreamError, relabel
+from .shared import MAX_STASH_BYTES, Relaying, StashBudget
+from .upstream import Dialer, NameServers
+from .worker import WorkerLink, worker_share
 
 log = Logger()
 
-#: How often the proxy tries again to read the upstream cluster until it has (it is not ready till then).
-PRIME_RETRY_S = 1.0
 #: Weight of the newest round trip in a node's service-time estimate.
 SERVICE_EWMA = 0.1
 _PULLS = (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE)
@@ -70,18 +70,22 @@ class _ConnectionFactory(Factory):
 
 
 class ProxyServer:
-    """``rmqproxy proxy``: the name-server port and a listener per upstream broker node."""
+    """``rmqproxy proxy`` in one process: the name-server port and a listener per upstream broker
+    node. As one worker of ``--workers N`` (``worker``: its slot, 1..N) it serves only the broker
+    listeners, which the supervisor hands it (``worker.WorkerLink``), with its share of the bounds."""
 
-    def __init__(self, config: Config, reactor: Any, wall: Wall = time.time) -> None:
-        if not config.namesrv_addr.strip():
-            raise ValueError("proxy mode needs the upstream name servers: --namesrv-addr host:port[;host:port...]")
-        if "grpcServerPort" in config.given and config.grpc_server_port:
-            raise ValueError("grpcServerPort: proxy mode does not serve gRPC clients yet (rmqproxy serve does); "
-                             "remove the key or set it to 0")  # fmt: skip
+    def __init__(self, config: Config, reactor: Any, wall: Wall = time.time, *, worker: int = 0,
+                 workers: int = 1, worker_dir: str = "") -> None:  # fmt: skip
+        check_proxy_config(config)
+        if worker:
+            config = worker_share(config, workers)
         self.config = config
         self.reactor = reactor
         self.timeout_s = config.proxy_request_timeout_ms / 1000
-        self.runtime = runtime = Runtime(config, reactor, node_id="rmqproxy-proxy", broker_label=True, wall=wall)
+        counters = CounterFile(worker_file(worker_dir, worker)) if worker and worker_dir else None
+        self.runtime = runtime = Runtime(config, reactor, node_id="rmqproxy-proxy", broker_label=True, wall=wall,
+                                         pull_log=PullLog.of(config, worker=worker) if worker else None,
+                                         metrics_store=counters)  # fmt: skip
         self.metrics, self.holds = runtime.metrics, runtime.holds
         runtime.watch()
         self.tls = TlsSettings.of(config)  # the client side: its ports, as ``serve`` serves TLS
@@ -89,12 +93,17 @@ class ProxyServer:
         self.dialer = Dialer(reactor, max_frame_bytes=config.max_frame_size, timeout_s=self.timeout_s, batch=self.batch,
                              deadlines=runtime.deadlines, frames=runtime.unfinished_frames,
                              tls=UpstreamTls.of(config))  # fmt: skip
-        self.namesrvs = NameServers(self.dialer, config.namesrv_addr)
-        self.nodes = NodeDirectory(parse_port_range(config.proxy_broker_ports, config.listen_port),
-                                   config.advertised_host, self._listen_node, fast=config.fast_port_enable)  # fmt: skip
+        self.link = WorkerLink.of_registry(worker, reactor, self.node_factory, runtime.registry) if worker else None
+        self.front: NameServerFront | None = None
+        if not worker:
+            nodes = NodeDirectory(parse_port_range(config.proxy_broker_ports, config.listen_port),
+                                  config.advertised_host, self._listen_node, fast=config.fast_port_enable)  # fmt: skip
+            self.front = NameServerFront(config, reactor, NameServers(self.dialer, config.namesrv_addr), nodes)
         self.handoff = LockHandoff(reactor, immediate=config.lock_release_on_disconnect == "immediate",
-                                   timeout_s=self.timeout_s)  # fmt: skip
-        self.stash = StashBudget()  # late upstream answers kept for their clients' next pulls
+                                   timeout_s=self.timeout_s, peers=self.link)  # fmt: skip
+        if self.link is not None:
+            self.link.released = self.handoff.released
+        self.stash = StashBudget(MAX_STASH_BYTES // max(1, workers))  # late upstream answers kept for their clients' next pulls
         self.relaying = Relaying(clock=reactor, wall=wall, dialer=self.dialer, timeout_s=self.timeout_s,
                                  holds=self.holds, max_suspend_s=config.max_pull_suspend_ms / 1000, stash=self.stash,
                                  handoff=self.handoff, answered=self.answered, pulled=self.pulled,
@@ -106,42 +115,24 @@ class ProxyServer:
     def start(self) -> Any:
         """Listen on the name-server port (and /metrics), then give the cluster's brokers their
         ports in sorted order; the Deferred fires when that is done (or failed: ports are then
-        given as routes name the brokers)."""
-        config = self.config
-        self.runtime.listen(config.listen_port, self._factory(self._namesrv_request, None))
-        self.runtime.serve_metrics()
+        given as routes name them). A worker instead opens its channel to the supervisor, which
+        sends it the ports."""
         self.runtime.every([(0.5, self.runtime.pull_log.flush), (10.0, self._sweep)])
-        unused = sorted({s.key for s in SETTINGS if not s.proxy and getattr(config, s.field) != s.default} | set(config.extra))
-        if unused:
-            log.warn("keys proxy mode does not use, ignored: {keys}", keys=", ".join(unused))
-        log.info("rmqproxy proxy listening on {host}:{port} (name server) in front of {upstream}, codec {codec}, "
-                 "TLS {mode} to clients, {upstream_tls} upstream", host=config.bind_address, port=config.listen_port,
-                 upstream=config.namesrv_addr, codec=codec_implementation.describe(), mode=self.tls.mode,
-                 upstream_tls="TLS" if self.dialer.tls is not None else "plain TCP")  # fmt: skip
+        if self.link is not None:
+            self.link.start()
+            log.info("rmqproxy proxy worker {slot} serving the broker ports, codec {codec}", slot=self.link.slot,
+                     codec=codec_implementation.describe())  # fmt: skip
+            return defer.succeed(None)
+        assert self.front is not None
+        self.front.listen(self.runtime, self._factory(self.front.request, None), self.tls, self.dialer)
+        self.runtime.serve_metrics()
         return self._prime()
 
-    def _prime(self, attempt: int = 1) -> defer.Deferred:
-        """Read the cluster from the upstream name servers and give its brokers their ports; the
-        proxy is ready (``/ready``) once that is done. Until it is, brokers get ports as routes
-        name them, and the read is tried again every ``PRIME_RETRY_S``."""
-        request = RemotingCommand(RequestCode.GET_BROKER_CLUSTER_INFO)
-
-        def primed(answer: RemotingCommand) -> None:
-            if answer.code != ResponseCode.SUCCESS:
-                raise UpstreamError(f"the name server answered {answer.code}: {answer.remark}")
-            self.nodes.prime(cluster_nodes(answer.body))
-            self.runtime.readiness.set_ready()
-
-        def failed(failure: Any) -> None:
-            reason = f"cannot read the cluster from {self.config.namesrv_addr}: {failure.getErrorMessage()}"
-            self.runtime.readiness.waiting(reason)
-            if attempt == 1:
-                log.warn("{reason}; brokers get ports as routes name them, and the proxy is not ready (/ready) "
-                         "until the cluster is read (tried again every {s:g} s)", reason=reason, s=PRIME_RETRY_S)  # fmt: skip
-            if not self.runtime.stopped:
-                self.reactor.callLater(PRIME_RETRY_S, self._prime, attempt + 1)
-
-        return self.namesrvs.request(request).addCallback(primed).addErrback(failed)
+    def _prime(self) -> defer.Deferred:
+        """Read the cluster (``front.prime``); the proxy is ready (``/ready``) once it has."""
+        assert self.front is not None
+        readiness = self.runtime.readiness
+        return self.front.prime(readiness.set_ready, readiness.waiting, lambda: self.runtime.stopped)
 
     def _listen_node(self, node: Node, port: int) -> IListeningPort:
         """Listen on ``port`` (the node's port or its fast port) for connections relayed to ``node``."""
@@ -151,38 +142,20 @@ class ProxyServer:
         """Client connections served by ``handler`` (relayed to ``node``), TLS or plain per ``tls.server.mode``."""
         return sniffing_factory(_ConnectionFactory(self, handler, node), self.tls, self.reactor)
 
+    def node_factory(self, node: Node) -> Factory:
+        """Client connections relayed to ``node`` (a worker's listeners, ``worker.WorkerLink``)."""
+        return self._factory(self._broker_request, node)
+
     def stop(self) -> defer.Deferred:
         """Stop accepting on every port, answer held pulls (PULL_NOT_FOUND), let the answers in
         flight reach their clients, close the clients and the name-server link, and wait for the
         departed clients' queue locks to be released upstream (``Runtime.stop``)."""
-        return self.runtime.stop([self.namesrvs.close], first=[self.nodes.close], settle=self.handoff.settled)
-
-    # --- the name-server port ---------------------------------------------------------------
-
-    def _namesrv_request(self, request: RemotingCommand, conn: Connection) -> Any:
-        """Forward to an upstream name server; routes and cluster info come back localized."""
-        d = self.namesrvs.request(request)
-        if request.is_oneway:
-            d.addErrback(lambda f: None)
-            return None
-
-        def localized(answer: RemotingCommand) -> RemotingCommand:
-            if answer.code == ResponseCode.SUCCESS and answer.body:
-                rewrite = {RequestCode.GET_ROUTEINFO_BY_TOPIC: rewrite_route,
-                           RequestCode.GET_BROKER_CLUSTER_INFO: rewrite_cluster_info}.get(request.code)  # fmt: skip
-                if rewrite is not None:
-                    try:
-                        answer = dataclasses.replace(answer, body=rewrite(answer.body, self.nodes.localize))
-                    except (CodecError, NoFreePort) as exc:
-                        return request.response(ResponseCode.SYSTEM_ERROR, f"rmqproxy: cannot serve this route: {exc}")
-            return relabel(answer, request.opaque)
-
-        def failed(failure: Any) -> RemotingCommand:
-            failure.trap(UpstreamError)
-            return request.response(ResponseCode.SYSTEM_ERROR,
-                                    f"rmqproxy: no upstream name server answered: {failure.getErrorMessage()}")  # fmt: skip
-
-        return d.addCallbacks(localized, failed)
+        if self.link is not None:
+            link = self.link  # open till the end: the departed clients' ``gone`` out, the supervisor's ``release`` in
+            return self.runtime.stop(first=[link.stop_listening], settle=self.handoff.settled).addBoth(
+                lambda result: (link.close(), result)[1])  # fmt: skip
+        assert self.front is not None
+        return self.runtime.stop([self.front.close], first=[self.front.nodes.close], settle=self.handoff.settled)
 
     # --- broker listeners -------------------------------------------------------------------
 

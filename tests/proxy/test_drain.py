@@ -14,7 +14,7 @@ from codec.codes import FLAG_RESPONSE, RequestCode, ResponseCode
 from codec.command import RemotingCommand
 from rmqproxy.observe.readiness import DRAINING, READY, STARTING, Probes, ReadyResource
 from rmqproxy.proxy.nodes import Node
-from rmqproxy.proxy.server import PRIME_RETRY_S
+from rmqproxy.proxy.front import PRIME_RETRY_S
 from rmqproxy.proxy.upstream import UpstreamError
 from rmqproxy.runtime import CLOSE_WAIT_S, DRAIN_POLL_S
 
@@ -125,9 +125,9 @@ def test_the_proxy_is_ready_once_it_has_read_the_cluster_and_tries_again_until_i
             return defer.fail(UpstreamError("connection refused"))
         return defer.succeed(_cluster_answer(command))
 
-    monkeypatch.setattr(proxy.namesrvs, "request", request)
+    monkeypatch.setattr(proxy.front.namesrvs, "request", request)
     primed = []
-    monkeypatch.setattr(proxy.nodes, "prime", primed.append)  # no ports on the fake reactor
+    monkeypatch.setattr(proxy.front.nodes, "prime", primed.append)  # no ports on the fake reactor
     proxy._prime()
     assert readiness.state == STARTING and "connection refused" in readiness.reason
     reactor.advance(PRIME_RETRY_S)

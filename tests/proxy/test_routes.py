@@ -143,13 +143,13 @@ class _NameServers:
 def _ask(proxy, code: int, **ext: str):
     results = []
     request = RemotingCommand(code=code, opaque=77, ext_fields=ext or None)
-    proxy._namesrv_request(request, None).addCallback(results.append)
+    proxy.front.request(request, None).addCallback(results.append)
     return results[0]
 
 
 def test_the_name_server_port_answers_routes_with_local_addresses_under_the_client_s_opaque(tmp_path) -> None:
     proxy, reactor, _ = make_proxy(tmp_path, proxy_broker_ports="20001-20010")
-    proxy.namesrvs = _NameServers(FASTJSON_ROUTE)
+    proxy.front.namesrvs = _NameServers(FASTJSON_ROUTE)
     answer = _ask(proxy, RequestCode.GET_ROUTEINFO_BY_TOPIC, topic="T")
     # by default each node's fast port (port - 2) comes from the range too: 20003 (fast 20001), 20004 (fast 20002)
     assert answer.opaque == 77 and b'{0:"127.0.0.1:20003",1:"127.0.0.1:20004"}' in answer.body
@@ -159,14 +159,14 @@ def test_the_name_server_port_answers_routes_with_local_addresses_under_the_clie
 
 def test_no_name_server_answering_is_a_system_error_with_the_reason(tmp_path) -> None:
     proxy, reactor, _ = make_proxy(tmp_path)
-    proxy.namesrvs = _NameServers(error="cannot connect to 10.1.0.9:9876: refused")
+    proxy.front.namesrvs = _NameServers(error="cannot connect to 10.1.0.9:9876: refused")
     answer = _ask(proxy, RequestCode.GET_ROUTEINFO_BY_TOPIC, topic="T")
     assert answer.code == ResponseCode.SYSTEM_ERROR and "refused" in answer.remark
 
 
 def test_keys_proxy_mode_does_not_use_are_named_at_start(tmp_path) -> None:
     proxy, reactor, _ = make_proxy(tmp_path, flush_disk_type="SYNC_FLUSH", extra={"brokerRole": "ASYNC_MASTER"})
-    proxy.namesrvs = _NameServers(error="not started")
+    proxy.front.namesrvs = _NameServers(error="not started")
     seen = []
     globalLogPublisher.addObserver(seen.append)
     try:

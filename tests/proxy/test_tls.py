@@ -62,7 +62,7 @@ def enforcing_proxy(tmp_path: Path) -> tuple[ProxyServer, Any, Any, Any]:
     factory, broker listener factory)."""
     proxy, reactor, _ = make_proxy(tmp_path, tls_mode="enforcing", listen_port=9876, proxy_broker_ports="20001-20010")
     proxy.start()  # its name servers are never dialed: the fake reactor cannot connect
-    assert proxy.nodes.localize("broker-a", 0, "10.1.0.1:10911") == "127.0.0.1:20003"
+    assert proxy.front.nodes.localize("broker-a", 0, "10.1.0.1:10911") == "127.0.0.1:20003"
     return proxy, reactor, reactor.factories[9876], reactor.factories[20003]
 
 
@@ -105,7 +105,7 @@ def test_disabled_leaves_the_proxy_s_ports_plain(tmp_path) -> None:
 def test_tls_enable_puts_every_dial_of_the_proxy_on_tls(tmp_path) -> None:
     assert make_proxy(tmp_path)[0].dialer.tls is None  # the Java client's default: plain TCP
     proxy = make_proxy(tmp_path, tls_enable=True)[0]
-    assert proxy.dialer.tls == UpstreamTls(enable=True) and proxy.namesrvs._link.dialer is proxy.dialer
+    assert proxy.dialer.tls == UpstreamTls(enable=True) and proxy.front.namesrvs._link.dialer is proxy.dialer
 
 
 def _answering(request: RemotingCommand, _conn: Connection) -> RemotingCommand:

@@ -1,0 +1,87 @@
+"""The control channel between the proxy's supervisor and one worker (``--workers N``).
+
+One Unix socket pair per worker, made by the supervisor; the worker finds its end as file
+descriptor ``WORKER_FD``. Messages are JSON objects, one a line. A message may carry file
+descriptors (a listening socket the worker is to accept on): they travel as SCM_RIGHTS with the
+message's bytes, and its ``fds`` field says how many of the ones received are its own, in order.
+Both ends are our own processes, but a line is still bounded (``MAX_LINE``): a metrics snapshot
+is the largest message.
+
+What the messages are is the business of ``workers`` (the supervisor) and ``server`` (a worker);
+this module only moves them.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from twisted.internet.interfaces import IFileDescriptorReceiver
+from twisted.logger import Logger
+from twisted.protocols.basic import LineOnlyReceiver
+from zope.interface import implementer
+
+__all__ = ["MAX_LINE", "WORKER_FD", "Control", "Message"]
+
+log = Logger()
+
+#: The descriptor a worker process finds its end of the channel on.
+WORKER_FD = 3
+#: The longest message (a worker's metrics exposition is the largest).
+MAX_LINE = 256 << 20
+
+Message = dict[str, Any]
+
+
+@implementer(IFileDescriptorReceiver)
+class Control(LineOnlyReceiver):
+    """One end of the channel: ``send`` a message (with descriptors), ``on_message(message, fds)``
+    for each received, ``on_lost()`` once the other end is gone."""
+
+    delimiter = b"\n"
+    MAX_LENGTH = MAX_LINE
+
+    def __init__(self, on_message: Callable[[Message, list[int]], None], on_lost: Callable[[], None]) -> None:
+        self.on_message = on_message
+        self.on_lost = on_lost
+        self._fds: collections.deque[int] = collections.deque()  # received, not yet claimed by a message
+
+    def send(self, message: Message, fds: Sequence[int] = ()) -> None:
+        """Send ``message``; ``fds`` stay open here (the transport sends them with its next write)."""
+        if self.transport is None:
+            return
+        for fd in fds:
+            self.transport.sendFileDescriptor(fd)
+        self.transport.write(json.dumps({**message, "fds": len(fds)}, separators=(",", ":")).encode() + b"\n")
+
+    def fileDescriptorReceived(self, descriptor: int) -> None:
+        self._fds.append(descriptor)
+
+    def lineReceived(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+            count = int(message.get("fds", 0))
+        except (ValueError, AttributeError, TypeError):
+            log.error("control channel: a line that is no message; dropped: {line!r}", line=line[:200])
+            return
+        if count > len(self._fds):
+            log.error("control channel: a message claims {n} descriptors, {m} arrived; dropped", n=count,
+                      m=len(self._fds))  # fmt: skip
+            return
+        fds = [self._fds.popleft() for _ in range(count)]
+        try:
+            self.on_message(message, fds)
+        except Exception:
+            log.failure("control channel: handling {op} failed", op=message.get("op"))
+
+    def lineLengthExceeded(self, line: bytes) -> None:
+        log.error("control channel: a message over {n} bytes; closing the channel", n=MAX_LINE)
+        self.transport.loseConnection()
+
+    def connectionLost(self, reason: Any = None) -> None:
+        while self._fds:
+            os.close(self._fds.popleft())
+        self.on_lost()
