@@ -410,6 +410,29 @@ class RunningProxy(RunningServer):
             cmd += ["--metrics-prom-exporter-port", "0"]
         return cmd
 
+    @property
+    def worker_pids(self) -> list[int]:
+        """The worker processes of a proxy started with ``--workers N`` (none when it runs as one)."""
+        try:
+            return [int(p) for p in Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text().split()]
+        except (OSError, ServerError):
+            return []
+
+    @property
+    def pids(self) -> list[int]:
+        """The proxy's processes: the supervisor (or the single process) and its workers."""
+        return [self.pid, *self.worker_pids]
+
+    def _kill(self) -> None:
+        """SIGKILL of every process of the proxy at once, workers included, as a crash of the machine would."""
+        workers = self.worker_pids if self.alive() else []
+        for pid in workers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        super()._kill()
+
     def pull_events(self) -> list[dict]:
         """Every pull event the proxy has logged so far (it flushes every 0.5 s)."""
         events = []

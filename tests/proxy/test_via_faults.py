@@ -95,7 +95,7 @@ def test_kill_9_of_the_proxy_during_traffic(program: ScenarioProgram, proxied: P
     def crash_and_start() -> None:
         # amid requests on the broker listeners, as a busy proxy dies: its clients' connections are
         # reset, so a 4.9.8 consumer fails its pulls at once (``kill_amid_requests``)
-        kill_amid_requests([proxy.pid], set(range(first, last + 1)), proxy.kill)
+        kill_amid_requests(proxy.pids, set(range(first, last + 1)), proxy.kill)
         proxy.start()
 
     topic = unique_name("ViaProxyKill", program.line)
