@@ -112,7 +112,7 @@ class Side:
     name: str  # "direct" or "proxy"
     namesrv: str  # what the Java clients are given
     broker: str  # what the Python client connects to (the broker, or the proxy's listener for it)
-    proxy_pid: int | None  # the proxy process, on the proxy side
+    proxy: RunningProxy | None  # the proxy, on the proxy side (its processes: ``proxy.pids``)
 
 
 class TimedScraper(Scraper):
@@ -189,9 +189,9 @@ class Bench:
         self.classpath = classpath
         proxied = listed_masters(cluster_info(proxy.namesrv))[ApacheBroker.BROKER_NAME]
         self.direct = Side("direct", broker.namesrv, broker.broker_addr, None)
-        self.via = Side("proxy", proxy.namesrv, proxied, proxy.pid)
+        self.via = Side("proxy", proxy.namesrv, proxied, proxy)
         self.proxy_restarts: list[str] = []
-        self.load = LoadMeter(lambda: [broker.broker_pid, broker._namesrv.pid, self.proxy.pid])
+        self.load = LoadMeter(lambda: [broker.broker_pid, broker._namesrv.pid, *self.proxy.pids])
         self.waited_s = 0.0  # waiting for other jobs to finish
 
     # --- plumbing ---------------------------------------------------------------------------
@@ -207,7 +207,6 @@ class Bench:
             if not self.proxy.alive():
                 self.proxy_restarts.append(f"after {what}: proxy exited; log tail: {self.proxy.log_tail(1500)}")
                 self.proxy.start()
-                self.via.proxy_pid = self.proxy.pid
 
     def scraping(self, side: Side) -> TimedScraper:
         return TimedScraper(self.metrics_port, side.name != "proxy" or self.args.no_scrape, self.args.scrape_interval)
@@ -215,7 +214,7 @@ class Bench:
     def cpu(self) -> dict:
         """CPU seconds so far: the broker's, and the proxy's (its user and kernel time apart)."""
         broker_user, broker_sys, _ = proc_stats(self.broker.broker_pid)
-        proxy_user, proxy_sys, _ = proc_stats(self.proxy.pid)
+        proxy_user, proxy_sys = processes_cpu(self.proxy.pids)
         return {"broker": broker_user + broker_sys, "proxy_user": proxy_user, "proxy_sys": proxy_sys}
 
     # --- (1)-(3): Java sends and drain ------------------------------------------------------
@@ -392,7 +391,7 @@ class Bench:
             pair["wake_latency"] = each("wake", lambda s, tag: self.wake(s, f"PxWake{tag}"))
         if "held" in phases:
             pair["held"] = each("held", lambda s, tag: self.many_held(s, f"PxHeld{tag}"))
-        pair["proxy_rss_mb"] = round(current_rss(self.proxy.pid) / 1e6, 1)
+        pair["proxy_rss_mb"] = round(largest_rss(self.proxy.pids) / 1e6, 1)
         return pair
 
 
@@ -456,6 +455,20 @@ async def wake_latency(address: str, topic: str, wakes: int, warm: int = 100, ga
     return out
 
 
+def processes_cpu(pids: list[int]) -> tuple[float, float]:
+    """User and kernel CPU seconds of ``pids`` together (a proxy's supervisor and its workers)."""
+    user = system = 0.0
+    for pid in pids:
+        u, k, _ = proc_stats(pid)
+        user, system = user + u, system + k
+    return user, system
+
+
+def largest_rss(pids: list[int]) -> int:
+    """The largest resident set of ``pids``: a proxy's per-worker memory figure."""
+    return max(current_rss(pid) for pid in pids)
+
+
 async def many_held(side: Side, topic: str, held: int, broker_pid: int, connections: int = 10,
                     queues: int = 100) -> dict:  # fmt: skip
     """``held`` pulls (30 s suspend) over ``connections``, ``queues`` queues x held/queues groups,
@@ -471,31 +484,31 @@ async def many_held(side: Side, topic: str, held: int, broker_pid: int, connecti
         await create_topic(sender, topic, queues)
         await asyncio.gather(*(sender.send(topic, q) for q in range(queues)))
         await dispatched(sender, topic, queues, 1)  # else a pull of offset 1 is answered OFFSET_MOVED
-        if side.proxy_pid is not None:
-            out["proxy_rss_mb_before"] = round(current_rss(side.proxy_pid) / 1e6, 1)
+        if side.proxy is not None:
+            out["proxy_rss_mb_before"] = round(largest_rss(side.proxy.pids) / 1e6, 1)
         futures = [clients[i % connections].pull(topic, i % queues, 1, 30_000, group=f"px-held-{i // queues}")
                    for i in range(held)]  # fmt: skip
         await asyncio.sleep(3)  # all sent and held by now
         early = sum(f.done() for f in futures)
         idle_s = 5.0
-        cpu0 = proc_stats(side.proxy_pid)[:2] if side.proxy_pid is not None else (0.0, 0.0)
+        cpu0 = processes_cpu(side.proxy.pids) if side.proxy is not None else (0.0, 0.0)
         broker0 = sum(proc_stats(broker_pid)[:2])
         await asyncio.sleep(idle_s)
         broker1 = sum(proc_stats(broker_pid)[:2])
         out["answered_before_wake"] = early
         out["broker_idle_cpu_share"] = round((broker1 - broker0) / idle_s, 4)
-        if side.proxy_pid is not None:
-            cpu1 = proc_stats(side.proxy_pid)[:2]
-            out["proxy_rss_mb_held"] = round(current_rss(side.proxy_pid) / 1e6, 1)
+        if side.proxy is not None:
+            cpu1 = processes_cpu(side.proxy.pids)
+            out["proxy_rss_mb_held"] = round(largest_rss(side.proxy.pids) / 1e6, 1)
             out["proxy_idle_cpu_share"] = round((sum(cpu1) - sum(cpu0)) / idle_s, 4)
         started = time.perf_counter()
         await asyncio.gather(*(sender.send(topic, q) for q in range(queues)))
         results = await asyncio.wait_for(asyncio.gather(*futures), timeout=60)
         out["wake_all_s"] = round(time.perf_counter() - started, 3)
         out["codes"] = {str(k): v for k, v in Counter(r.code for _, r in results).items()}
-        if side.proxy_pid is not None:
-            out["proxy_rss_mb_after_wake"] = round(current_rss(side.proxy_pid) / 1e6, 1)
-            out["proxy_peak_rss_mb"] = round(proc_stats(side.proxy_pid)[2] / 1e6, 1)
+        if side.proxy is not None:
+            out["proxy_rss_mb_after_wake"] = round(largest_rss(side.proxy.pids) / 1e6, 1)
+            out["proxy_peak_rss_mb"] = round(max(proc_stats(pid)[2] for pid in side.proxy.pids) / 1e6, 1)
     finally:
         for client in [*clients, sender]:
             await client.close()
@@ -738,6 +751,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--phases", default=",".join(PHASES),
                         help=f"the workloads to run, of {','.join(PHASES)} (default: all); the figures of the "
                         "others are null")  # fmt: skip
+    parser.add_argument("--workers", type=int, default=1,
+                        help="the proxy's worker processes (its --workers; 1: one process, as before)")
     parser.add_argument("--no-scrape", action="store_true", help="do not scrape the proxy's /metrics")
     parser.add_argument("--scrape-interval", type=float, default=1.0,
                         help="seconds between scrapes of the proxy's /metrics while it is measured (e2e.py: 1)")
@@ -761,7 +776,7 @@ def main(argv: list[str] | None = None) -> None:
         "client": f"Java {ORACLE_LINES['4.9']} (E2eBench) for sends and drains and orderly consumers; Python asyncio "
                   "codec client for the pull figures",
         "broker": f"Apache RocketMQ {REFERENCE_VERSION}, the reference's start-script JVM flags, 1 GiB commit-log files",
-        "proxy": "rmqproxy proxy, lockReleaseOnDisconnect=immediate, pull log all, metrics on"
+        "proxy": f"rmqproxy proxy --workers {args.workers}, lockReleaseOnDisconnect=immediate, pull log all, metrics on"
                  + ("" if args.no_scrape else f", /metrics scraped every {args.scrape_interval:g} s while the proxy "
                     "is measured"),
         "targets": TARGETS,
@@ -770,10 +785,11 @@ def main(argv: list[str] | None = None) -> None:
     metrics_port = free_port()
     conf = {"mappedFileSizeCommitLog": str(1 << 30)}
     with ApacheBroker(message_delay_level=None, broker_conf=conf, jvm=SCRIPT_JVM) as broker, RunningProxy(
-        broker.namesrv, proxy_conf={"lockReleaseOnDisconnect": "immediate", "metricsPromExporterPort": str(metrics_port)}
+        broker.namesrv, proxy_conf={"lockReleaseOnDisconnect": "immediate", "metricsPromExporterPort": str(metrics_port),
+                                    "workers": str(args.workers)}
     ) as proxy, tempfile.TemporaryDirectory(prefix="proxybench-") as tmp:  # fmt: skip
         bench = Bench(args, broker, proxy, metrics_port, classpath)
-        report["paths"] = {"direct": vars(bench.direct), "proxy": vars(bench.via)}
+        report["paths"] = {s.name: {"namesrv": s.namesrv, "broker": s.broker} for s in (bench.direct, bench.via)}
         pairs = []
         for i in range(args.pairs):
             started = time.monotonic()
@@ -788,8 +804,9 @@ def main(argv: list[str] | None = None) -> None:
         report["orderly_handoff"] = handoff
         report["waited_for_quiet_s"] = round(bench.waited_s)
         report["proxy_process"] = {
-            "peak_rss_mb": round(proc_stats(proxy.pid)[2] / 1e6, 1), "rss_mb_at_end": round(proxy.rss / 1e6, 1),
-            "cpu_s_total": round(sum(proc_stats(proxy.pid)[:2]), 1), "restarts": bench.proxy_restarts,
+            "processes": len(proxy.pids), "peak_rss_mb_per_process": round(max(proc_stats(p)[2] for p in proxy.pids) / 1e6, 1),
+            "rss_mb_at_end_per_process": round(largest_rss(proxy.pids) / 1e6, 1),
+            "cpu_s_total": round(sum(processes_cpu(proxy.pids)), 1), "restarts": bench.proxy_restarts,
             "log": log_trouble(proxy.log_path),
         }  # fmt: skip
     report["speed_probe_ms_at_end"] = speed_probe()
