@@ -562,16 +562,21 @@ class LiveState:
 
     @staticmethod
     def _pull_log(pull_log: Any) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
-        """The event log: what it dropped, its size against its bound, and what retention deleted."""
-        yield CounterMetricFamily(
-            "rmqproxy_pull_log_dropped", "Pull events the event log dropped (writer behind, a failed write, or a disk "
-            "too full to write).", value=pull_log.dropped,
-        )  # fmt: skip
+        """The event log: what it dropped (where events are written), its size against its bound
+        and what retention deleted (where the folder is kept: under ``proxy --workers`` the
+        workers write and the supervisor keeps, so a sum over workers counts each once)."""
+        if pull_log.role != "keeper":
+            yield CounterMetricFamily(
+                "rmqproxy_pull_log_dropped", "Pull events the event log dropped (writer behind, a failed write, or a "
+                "disk too full to write).", value=pull_log.dropped,
+            )  # fmt: skip
+            yield GaugeMetricFamily("rmqproxy_pull_log_paused", "1 while the event log writes nothing because its "
+                                    "disk stays above 85% used.", value=int(pull_log.paused))  # fmt: skip
+        if pull_log.role == "writer":
+            return
         yield GaugeMetricFamily("rmqproxy_pull_log_bytes", "Bytes of event-log files on disk.", value=pull_log.bytes)
         yield GaugeMetricFamily("rmqproxy_pull_log_max_bytes", "The event log's bound in bytes (pullLogMaxBytes).",
                                 value=pull_log.max_bytes)  # fmt: skip
-        yield GaugeMetricFamily("rmqproxy_pull_log_paused", "1 while the event log writes nothing because its disk "
-                                "stays above 85% used.", value=int(pull_log.paused))  # fmt: skip
         deleted = CounterMetricFamily(
             "rmqproxy_pull_log_deleted_files", "Event-log files retention deleted, by why: age "
             "(pullLogRetentionHours), size (pullLogMaxBytes) or disk (above 85% used).", labels=["reason"],

@@ -3,7 +3,11 @@ its own registry, a ``worker`` label on each worker sample (rmqproxy/observe/wor
 
 from __future__ import annotations
 
+import collections
 import math
+from types import SimpleNamespace
+
+import pytest
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import UnknownMetricFamily
@@ -11,6 +15,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from twisted.internet import task
 
+from rmqproxy.observe.metrics import LiveState, Metrics
 from rmqproxy.observe.worker_metrics import WorkerExpositions, worker_snapshot
 
 from .test_counter_file import traffic, worker_metrics
@@ -115,3 +120,18 @@ def test_a_down_worker_keeps_its_counts_and_loses_its_gauges_until_its_successor
     assert [s.value for s in parsed(expositions.render().decode())["rmqproxy_hold_wakeups"][1]] == [2]
     expositions.forget(0)
     assert expositions.render() == b""
+
+
+@pytest.mark.parametrize("role", ["all", "writer", "keeper"])
+def test_the_event_log_series_come_once_each_from_whoever_writes_or_keeps(role: str) -> None:
+    """Under ``proxy --workers`` the workers write and the supervisor keeps one folder: a writer
+    exports no folder size (each would count all of it), a keeper no drops (it writes nothing)."""
+    log = SimpleNamespace(role=role, dropped=3, paused=False, bytes=100, max_bytes=1000, deleted=collections.Counter(age=1),
+                          deleted_bytes=10)  # fmt: skip
+    registry = CollectorRegistry()
+    metrics = Metrics(registry, cluster="c", node_id="n")
+    registry.register(LiveState(metrics, holds=SimpleNamespace(max_held=1, held=list), pull_log=log))
+    get = registry.get_sample_value
+    assert (get("rmqproxy_pull_log_dropped_total") == 3) is (role != "keeper")
+    assert (get("rmqproxy_pull_log_bytes") == 100) is (role != "writer")
+    assert (get("rmqproxy_pull_log_deleted_files_total", {"reason": "age"}) == 1) is (role != "writer")
