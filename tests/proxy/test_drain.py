@@ -19,6 +19,7 @@ from rmqproxy.proxy.upstream import UpstreamError
 from rmqproxy.runtime import CLOSE_WAIT_S, DRAIN_POLL_S
 
 from .harness import ProxyClient, heartbeat, lock_queues, make_proxy, pull_fields
+from .test_tls import logged
 
 NODE = Node("broker-a", 0, "10.1.0.1:10911", 10911, "127.0.0.1:10911")
 
@@ -81,9 +82,12 @@ def test_held_pulls_stay_held_while_the_drain_lasts_and_are_answered_with_the_cl
     reactor.advance(1.0)
     assert client.answer(opaque) is None and not client.transport.disconnecting  # a held pull does not hold the drain
     client.broker.conn.dataReceived(RemotingCommand(ResponseCode.SUCCESS, opaque=5, flag=FLAG_RESPONSE).encode())
-    reactor.advance(DRAIN_POLL_S)
+    lines = logged(lambda: reactor.advance(DRAIN_POLL_S))
     assert client.answer(opaque).code == ResponseCode.PULL_NOT_FOUND
     assert client.transport.disconnecting  # in the same turn: no pull again on a connection that closes
+    drained = [line for line in lines if line.startswith("stopping: drained")]  # the record a rolling restart checks
+    assert drained == [f"stopping: drained in {1.0 + DRAIN_POLL_S:.2f} s; answering 1 held pulls, "
+                       "closing 1 client connections"], lines  # fmt: skip
 
 
 def test_a_pull_that_comes_once_held_pulls_are_ended_is_answered_at_once_not_held_upstream(setup) -> None:
