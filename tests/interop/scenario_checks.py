@@ -127,7 +127,8 @@ def traffic_across(program: ScenarioProgram, namesrv: str, topic: str, *events: 
                    rebalance_interval_ms: int | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
     """The restart scenario (a producer and a consumer running on ``topic``) across ``events``:
     each runs once ``after`` messages have arrived (the first) or ``after`` more than were sent when
-    the one before ran. Returns the progress at each of those points and the scenario's result.
+    the one before ran. Returns the progress at each of those points and the scenario's result
+    (``_timeline``: when each progress line came, ``RunningScenario.timeline``).
     ``heartbeat_ms``, ``poll_namesrv_ms`` and ``rebalance_interval_ms`` set the clients' heartbeat,
     route poll and rebalance intervals (else the client's 30 s, 30 s and 20 s)."""
     run = program.start("restart", namesrv=namesrv, topic=topic, group=f"{topic}-cg", interval_ms=5,
@@ -139,6 +140,8 @@ def traffic_across(program: ScenarioProgram, namesrv: str, topic: str, *events: 
             event()
             sent = run.drain().get("sent", 0)
             marks.append(run.wait_progress("received", sent + after, timeout=timeout))
-        return marks, run.finish(timeout=120)
+        result = run.finish(timeout=120)
+        result["_timeline"] = run.timeline
+        return marks, result
     finally:
         run.kill()

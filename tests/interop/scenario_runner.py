@@ -143,6 +143,11 @@ def client_log_tail(log_dir: Path | str, chars: int = 3000) -> str:
     return text[-chars:] if text else "(no warnings)"
 
 
+def _counts(progress_line: str) -> dict[str, int]:
+    """The counts of a "PROGRESS sent=N received=N ..." line."""
+    return {k: int(v) for k, v in (kv.split("=", 1) for kv in progress_line.split()[1:])}
+
+
 class RunningScenario:
     """A scenario process whose stdout lines are read as they come."""
 
@@ -155,12 +160,17 @@ class RunningScenario:
         self._lines: queue.Queue[str | None] = queue.Queue()
         self.output: list[str] = []
         self.progress: dict[str, int] = {}
+        #: (time.monotonic() when it was printed, its counts) of every PROGRESS line, for pauses
+        self.timeline: list[tuple[float, dict[str, int]]] = []
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _pump(self) -> None:
         assert self._proc.stdout is not None
         for raw in self._proc.stdout:
-            self._lines.put(raw.decode(errors="replace").rstrip("\n"))
+            line = raw.decode(errors="replace").rstrip("\n")
+            if line.startswith("PROGRESS "):
+                self.timeline.append((time.monotonic(), _counts(line)))
+            self._lines.put(line)
         self._lines.put(None)
 
     def _take(self, timeout: float) -> str | None:
@@ -170,7 +180,7 @@ class RunningScenario:
             return None
         self.output.append(line)
         if line.startswith("PROGRESS "):
-            self.progress = {k: int(v) for k, v in (kv.split("=", 1) for kv in line.split()[1:])}
+            self.progress = _counts(line)
         return line
 
     def wait_progress(self, key: str, at_least: int, timeout: float) -> dict[str, int]:
