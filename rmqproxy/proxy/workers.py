@@ -116,6 +116,13 @@ class _BoundPort:
         self.sock = sock
 
     def stopListening(self) -> None:
+        """Stop the port for every worker at once: a shutdown ends the listen of the socket all copies
+        share, so a connect is refused now, not queued unaccepted until the last worker closes its copy
+        and then reset (a 4.9 client's sync send on it waits out its 3 s timeout)."""
+        try:
+            self.sock.shutdown(socket.SHUT_RD)
+        except OSError:
+            pass  # not listening (any more)
         self.sock.close()
 
 

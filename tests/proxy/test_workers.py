@@ -34,7 +34,8 @@ from rmqproxy.proxy.nodes import Node
 from rmqproxy.proxy.server import ProxyServer
 from rmqproxy.proxy.worker import WorkerLink, worker_share
 from rmqproxy.proxy.workers import (
-    EXIT_GRACE_S, RESTART_FIRST_S, RESTART_MAX_S, RESTART_RESET_S, SCRAPE_TIMEOUT_S, Supervisor, _WorkerProcess,
+    EXIT_GRACE_S, RESTART_FIRST_S, RESTART_MAX_S, RESTART_RESET_S, SCRAPE_TIMEOUT_S, Supervisor, _BoundPort,
+    _WorkerProcess, listening_socket,
 )  # fmt: skip
 
 from ..server.harness import FakeReactor
@@ -841,3 +842,17 @@ def test_a_worker_whose_supervisor_is_gone_stops_and_one_that_closes_its_channel
     closing.reactor.advance(0)
     assert closing.reactor.stops == 0
 
+
+
+def test_a_stopped_node_port_refuses_connects_though_a_worker_still_holds_its_socket() -> None:
+    """The supervisor's stop ends the listen for the copies its workers hold too: a client that
+    connects while the workers drain is refused at once, not queued unaccepted and reset later."""
+    sock = listening_socket("127.0.0.1", 0, 16)
+    port = sock.getsockname()[1]
+    worker_copy = socket.socket(fileno=os.dup(sock.fileno()))
+    try:
+        _BoundPort(sock).stopListening()
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    finally:
+        worker_copy.close()
