@@ -4,8 +4,11 @@ One Unix socket pair per worker, made by the supervisor; the worker finds its en
 descriptor ``WORKER_FD``. Messages are JSON objects, one a line. A message may carry file
 descriptors (a listening socket the worker is to accept on): they travel as SCM_RIGHTS with the
 message's bytes, and its ``fds`` field says how many of the ones received are its own, in order.
-Both ends are our own processes, but a line is still bounded (``MAX_LINE``): a metrics snapshot
-is the largest message.
+A message may carry a payload of bytes (a worker's metrics exposition, a megabyte with thousands
+of groups): its ``bytes`` field says how many follow the line, sent as they are, since
+JSON-escaping them held a worker's reactor for milliseconds per scrape; the receiver finds them
+as ``message["payload"]``. Both ends are our own processes, but a line and a payload are still
+bounded (``MAX_LINE``, ``MAX_PAYLOAD``).
 
 What the messages are is the business of ``workers`` (the supervisor) and ``server`` (a worker);
 this module only moves them.
@@ -21,25 +24,26 @@ from typing import Any
 
 from twisted.internet.interfaces import IFileDescriptorReceiver
 from twisted.logger import Logger
-from twisted.protocols.basic import LineOnlyReceiver
+from twisted.protocols.basic import LineReceiver
 from zope.interface import implementer
 
-__all__ = ["MAX_LINE", "WORKER_FD", "Control", "Message"]
+__all__ = ["MAX_LINE", "MAX_PAYLOAD", "WORKER_FD", "Control", "Message"]
 
 log = Logger()
 
 #: The descriptor a worker process finds its end of the channel on.
 WORKER_FD = 3
-#: The longest message (a worker's metrics exposition is the largest).
-MAX_LINE = 256 << 20
+#: The longest message line, and the largest payload (a worker's metrics exposition is the largest).
+MAX_LINE = 1 << 20
+MAX_PAYLOAD = 256 << 20
 
 Message = dict[str, Any]
 
 
 @implementer(IFileDescriptorReceiver)
-class Control(LineOnlyReceiver):
-    """One end of the channel: ``send`` a message (with descriptors), ``on_message(message, fds)``
-    for each received, ``on_lost()`` once the other end is gone."""
+class Control(LineReceiver):
+    """One end of the channel: ``send`` a message (with descriptors, a payload),
+    ``on_message(message, fds)`` for each received, ``on_lost()`` once the other end is gone."""
 
     delimiter = b"\n"
     MAX_LENGTH = MAX_LINE
@@ -48,14 +52,19 @@ class Control(LineOnlyReceiver):
         self.on_message = on_message
         self.on_lost = on_lost
         self._fds: collections.deque[int] = collections.deque()  # received, not yet claimed by a message
+        self._awaiting: tuple[Message, list[int], int] | None = None  # a message whose payload is arriving
+        self._payload: list[bytes] = []
 
-    def send(self, message: Message, fds: Sequence[int] = ()) -> None:
+    def send(self, message: Message, fds: Sequence[int] = (), payload: bytes = b"") -> None:
         """Send ``message``; ``fds`` stay open here (the transport sends them with its next write)."""
         if self.transport is None:
             return
         for fd in fds:
             self.transport.sendFileDescriptor(fd)
-        self.transport.write(json.dumps({**message, "fds": len(fds)}, separators=(",", ":")).encode() + b"\n")
+        header = {**message, "fds": len(fds), **({"bytes": len(payload)} if payload else {})}
+        self.transport.write(json.dumps(header, separators=(",", ":")).encode() + b"\n")
+        if payload:
+            self.transport.write(payload)
 
     def fileDescriptorReceived(self, descriptor: int) -> None:
         self._fds.append(descriptor)
@@ -72,6 +81,31 @@ class Control(LineOnlyReceiver):
                       m=len(self._fds))  # fmt: skip
             return
         fds = [self._fds.popleft() for _ in range(count)]
+        size = message.get("bytes", 0)
+        if not isinstance(size, int) or not 0 <= size <= MAX_PAYLOAD:
+            log.error("control channel: a payload of {size!r} bytes; closing the channel", size=size)
+            self.transport.loseConnection()
+            return
+        if size:
+            self._awaiting = (message, fds, size)
+            self.setRawMode()
+            return
+        self._deliver(message, fds)
+
+    def rawDataReceived(self, data: bytes) -> None:
+        """Bytes of the payload of the message received last; the line after it begins the next."""
+        assert self._awaiting is not None
+        message, fds, size = self._awaiting
+        need = size - sum(map(len, self._payload))
+        self._payload.append(data[:need])
+        if len(data) < need:
+            return
+        message["payload"] = b"".join(self._payload)
+        self._awaiting, self._payload = None, []
+        self._deliver(message, fds)
+        self.setLineMode(data[need:])
+
+    def _deliver(self, message: Message, fds: list[int]) -> None:
         try:
             self.on_message(message, fds)
         except Exception:

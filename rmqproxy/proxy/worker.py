@@ -129,7 +129,7 @@ class WorkerLink:
         elif op == "scrape":
             number = message.get("n")
             self.render_metrics().addCallback(
-                lambda text: self.control.send({"op": "metrics", "n": number, "text": text.decode()})
+                lambda text: self.control.send({"op": "metrics", "n": number}, payload=text)
             ).addErrback(lambda f: log.failure("worker {slot}: rendering metrics failed", f, slot=self.slot))
         elif op == "release":
             self.released(message["client"])

@@ -314,7 +314,7 @@ class Supervisor:
             log.info("worker {slot} is up (pid {pid})", slot=slot, pid=message.get("pid"))
             self._check_ready()
         elif op == "metrics":
-            self._scraped(slot, message.get("n"), message.get("text", "").encode())
+            self._scraped(slot, message.get("n"), message.get("payload", b""))
         elif op == "live":
             self.clients.setdefault(message["client"], set()).add(slot)
         elif op == "gone":

@@ -28,7 +28,7 @@ from twisted.python.failure import Failure
 from codec.codes import RequestCode, ResponseCode
 from rmqproxy.core.config import Config
 from rmqproxy.observe.readiness import READY, STARTING
-from rmqproxy.proxy.control import Control, Message
+from rmqproxy.proxy.control import MAX_PAYLOAD, Control, Message
 from rmqproxy.proxy.handoff import LINGER_S
 from rmqproxy.proxy.nodes import Node
 from rmqproxy.proxy.server import ProxyServer
@@ -63,24 +63,43 @@ class RecordingTransport(StringTransport):
         super().write(data)
 
     def messages(self) -> list[Message]:
-        """Every message written, decoded."""
-        return [json.loads(line) for line in self.value().splitlines()]
+        """Every message written, decoded (a payload as ``payload``)."""
+        return _decode(self.value())
 
     def fds_of(self, op: str) -> list[list[int]]:
         """The descriptors sent with each message ``op``, in order."""
-        out, pending = [], []
+        out, pending, payload = [], [], 0
         for kind, value in self.events:
             if kind == "fd":
                 pending.append(value)
+            elif payload:
+                payload -= len(value)  # a payload's bytes: no message line
             else:
-                if json.loads(value)["op"] == op:
+                message = json.loads(value)
+                if message["op"] == op:
                     out.append(pending)
-                pending = []
+                pending, payload = [], message.get("bytes", 0)
         return out
 
 
-def _line(message: Message) -> bytes:
-    return json.dumps(message).encode() + b"\n"
+def _decode(data: bytes) -> list[Message]:
+    """Messages as ``Control.send`` writes them: a JSON line each, its payload's bytes after it."""
+    out = []
+    while data:
+        line, data = data.split(b"\n", 1)
+        message = json.loads(line)
+        size = message.get("bytes", 0)
+        if size:
+            message["payload"], data = data[:size], data[size:]
+        out.append(message)
+    return out
+
+
+def _line(message: Message, payload: bytes = b"") -> bytes:
+    """``message`` as the channel carries it (with its payload after the line)."""
+    if payload:
+        message = {**message, "bytes": len(payload)}
+    return json.dumps(message).encode() + b"\n" + payload
 
 
 def _is_open(fd: int) -> bool:
@@ -201,9 +220,31 @@ def test_a_failing_handler_is_logged_and_the_next_message_still_handled(logged: 
     assert got == ["good"] and _said(logged, "handling {op} failed")
 
 
+def test_a_payload_comes_as_its_bytes_after_the_line_however_the_reads_fall() -> None:
+    """A metrics exposition travels unescaped; the message after it is read as a line again."""
+    sender = _Receiver()
+    payload = b'a_total{worker="1",q="\\n\n"} 1.0\n' * 50
+    sender.control.send({"op": "metrics", "n": 3}, payload=payload)
+    sender.control.send({"op": "hello"})
+    data = sender.transport.value()
+    for step in (1, 7, len(data)):
+        end = _Receiver()
+        for i in range(0, len(data), step):
+            end.control.dataReceived(data[i:i + step])
+        assert [m for m, _ in end.got] == [{"op": "metrics", "n": 3, "fds": 0, "bytes": len(payload), "payload": payload},
+                                           {"op": "hello", "fds": 0}]  # fmt: skip
+
+
+@pytest.mark.parametrize("size", [-1, "many", MAX_PAYLOAD + 1])
+def test_a_payload_of_no_sensible_size_closes_the_channel(size: Any, logged: list[dict]) -> None:
+    end = _Receiver()
+    end.control.dataReceived(_line({"op": "metrics", "bytes": size}))
+    assert end.transport.disconnecting and end.got == [] and _said(logged, "closing the channel")
+
+
 def test_an_over_long_line_closes_the_channel(logged: list[dict]) -> None:
     end = _Receiver()
-    end.control.MAX_LENGTH = 64  # the bound, small enough for a test (MAX_LINE is 256 MiB)
+    end.control.MAX_LENGTH = 64  # the bound, small enough for a test (MAX_LINE is 1 MiB)
     end.control.dataReceived(b'{"op":"metrics","text":"' + b"x" * 100)
     assert end.transport.disconnecting and end.got == []
     assert _said(logged, "closing the channel")
@@ -400,9 +441,9 @@ class Fleet:
     def channel(self, slot: int) -> RecordingTransport:
         return self.worker(slot).control.transport  # type: ignore[return-value]
 
-    def says(self, slot: int, message: Message) -> None:
-        """Worker ``slot`` sends ``message`` to the supervisor."""
-        self.worker(slot).control.dataReceived(_line(message))
+    def says(self, slot: int, message: Message, payload: bytes = b"") -> None:
+        """Worker ``slot`` sends ``message`` (with ``payload``) to the supervisor."""
+        self.worker(slot).control.dataReceived(_line(message, payload))
 
     def hello(self, *slots: int) -> None:
         for slot in slots:
@@ -538,9 +579,9 @@ def test_stop_with_no_worker_running_fires(fleet: Fleet) -> None:
     assert _fired(fleet.supervisor.stop())
 
 
-def _snapshot(slot: int, value: float) -> str:
+def _snapshot(slot: int, value: float) -> bytes:
     """A worker's exposition of one counter, as ``worker_snapshot`` labels it."""
-    return f'# HELP a_total A count.\n# TYPE a_total counter\na_total{{worker="{slot}"}} {value}\n'
+    return f'# HELP a_total A count.\n# TYPE a_total counter\na_total{{worker="{slot}"}} {value}\n'.encode()
 
 
 def _counts(fleet: Fleet) -> dict[str, float]:
@@ -556,9 +597,9 @@ def test_a_scrape_answers_once_every_greeted_worker_has(fleet: Fleet) -> None:
     done = fleet.supervisor._gather()
     (ask1,), (ask2,) = fleet.heard(1, "scrape"), fleet.heard(2, "scrape")
     assert ask1["n"] == ask2["n"]
-    fleet.says(1, {"op": "metrics", "n": ask1["n"], "text": _snapshot(1, 1.0)})
+    fleet.says(1, {"op": "metrics", "n": ask1["n"]}, _snapshot(1, 1.0))
     assert not _fired(done)
-    fleet.says(2, {"op": "metrics", "n": ask2["n"], "text": _snapshot(2, 2.0)})
+    fleet.says(2, {"op": "metrics", "n": ask2["n"]}, _snapshot(2, 2.0))
     assert _fired(done)
     assert _counts(fleet) == {"1": 1.0, "2": 2.0}
     assert fleet.reactor.getDelayedCalls() == []  # the timeout is cancelled
@@ -575,12 +616,12 @@ def test_a_scrape_answers_after_the_timeout_and_a_late_answer_is_kept_for_the_ne
     fleet.hello(1, 2)
     done = fleet.supervisor._gather()
     (ask,) = fleet.heard(1, "scrape")
-    fleet.says(1, {"op": "metrics", "n": ask["n"], "text": _snapshot(1, 1.0)})
+    fleet.says(1, {"op": "metrics", "n": ask["n"]}, _snapshot(1, 1.0))
     fleet.reactor.advance(SCRAPE_TIMEOUT_S - 0.01)
     assert not _fired(done)
     fleet.reactor.advance(0.01)
     assert _fired(done)
-    fleet.says(2, {"op": "metrics", "n": ask["n"], "text": _snapshot(2, 2.0)})  # late: no error
+    fleet.says(2, {"op": "metrics", "n": ask["n"]}, _snapshot(2, 2.0))  # late: no error
     assert _counts(fleet) == {"1": 1.0, "2": 2.0}
     assert fleet.supervisor._scrapes == {}
 
@@ -806,7 +847,7 @@ def test_moved_updates_the_node_s_upstream_and_an_unknown_node_is_ignored() -> N
 def test_scrape_is_answered_with_the_worker_s_exposition_under_the_same_number() -> None:
     end = _Link()
     end.receive({"op": "scrape", "n": 17})
-    assert end.channel.messages() == [{"op": "metrics", "n": 17, "text": "rmq_total 3.0\n", "fds": 0}]
+    assert end.channel.messages() == [{"op": "metrics", "n": 17, "fds": 0, "bytes": 14, "payload": b"rmq_total 3.0\n"}]
 
 
 def test_release_is_handed_to_the_lock_handoff() -> None:
