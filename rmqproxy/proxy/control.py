@@ -19,10 +19,12 @@ from __future__ import annotations
 import collections
 import json
 import os
+import socket
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from twisted.internet.interfaces import IFileDescriptorReceiver
+from twisted.internet.protocol import Factory
 from twisted.logger import Logger
 from twisted.protocols.basic import LineReceiver
 from zope.interface import implementer
@@ -40,6 +42,18 @@ MAX_PAYLOAD = 256 << 20
 Message = dict[str, Any]
 
 
+class _This(Factory):
+    """Builds the one channel end a socket is adopted for."""
+
+    noisy = False
+
+    def __init__(self, control: Control) -> None:
+        self.control = control
+
+    def buildProtocol(self, addr: Any) -> Control:
+        return self.control
+
+
 @implementer(IFileDescriptorReceiver)
 class Control(LineReceiver):
     """One end of the channel: ``send`` a message (with descriptors, a payload),
@@ -54,6 +68,10 @@ class Control(LineReceiver):
         self._fds: collections.deque[int] = collections.deque()  # received, not yet claimed by a message
         self._awaiting: tuple[Message, list[int], int] | None = None  # a message whose payload is arriving
         self._payload: list[bytes] = []
+
+    def adopt(self, reactor: Any, fd: int) -> None:
+        """Run this end on ``fd``, a connected Unix stream socket (the reactor takes its own copy)."""
+        reactor.adoptStreamConnection(fd, socket.AF_UNIX, _This(self))
 
     def send(self, message: Message, fds: Sequence[int] = (), payload: bytes = b"") -> None:
         """Send ``message``; ``fds`` stay open here (the transport sends them with its next write)."""

@@ -22,7 +22,6 @@ import ctypes
 import dataclasses
 import os
 import signal
-import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -68,15 +67,6 @@ def die_with_parent(sig: int = signal.SIGTERM) -> None:
         os.kill(os.getpid(), sig)
 
 
-class _ChannelFactory(Factory):
-    noisy = False
-
-    def __init__(self, control: Control) -> None:
-        self.control = control
-
-    def buildProtocol(self, addr: Any) -> Control:
-        return self.control
-
 
 class WorkerLink:
     """A worker's side of the channel (see the module doc); ``factory_for(node)`` builds the
@@ -104,7 +94,7 @@ class WorkerLink:
         """Open the channel on ``WORKER_FD`` and say hello."""
         die_with_parent()
         self.reactor.callWhenRunning(self._own_signals)
-        self.reactor.adoptStreamConnection(WORKER_FD, socket.AF_UNIX, _ChannelFactory(self.control))
+        self.control.adopt(self.reactor, WORKER_FD)
         os.close(WORKER_FD)  # the reactor has its own copy
         self.control.send({"op": "hello", "slot": self.slot, "pid": os.getpid()})
 

@@ -140,15 +140,6 @@ class _Clients(Factory):
         return self.runtime.connection(self.handler, lambda conn: None, batch=self.batch)
 
 
-class _Channel(Factory):
-    noisy = False
-
-    def __init__(self, control: Control) -> None:
-        self.control = control
-
-    def buildProtocol(self, addr: Any) -> Control:
-        return self.control
-
 
 class _WorkerProcess(protocol.ProcessProtocol):
     """One worker process: its slot, pid and channel, until it ends."""
@@ -264,7 +255,7 @@ class Supervisor:
         control = Control(lambda message, fds: self._received(slot, message, fds), lambda: None)
         worker = _WorkerProcess(self, slot, control, self.reactor.seconds())
         try:
-            self.reactor.adoptStreamConnection(ours.fileno(), socket.AF_UNIX, _Channel(control))
+            control.adopt(self.reactor, ours.fileno())
             args = [sys.executable, "-m", "rmqproxy.cli", "proxy", *self.argv, "--worker-slot", str(slot),
                     "--worker-dir", self.dir]  # fmt: skip
             self.reactor.spawnProcess(worker, sys.executable, args, env=dict(os.environ),
