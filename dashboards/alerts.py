@@ -79,8 +79,9 @@ def _service_p99() -> Rule:
 
 
 def _held_pulls_near_cap() -> Rule:
-    held = sum_by(["instance"], N.HELD_PULLS.gauge)
-    cap = f"max by (instance) ({N.HELD_PULLS_LIMIT.gauge})"
+    # per worker of a ``proxy --workers N``, whose cap is its share (one process: no worker label)
+    held = sum_by(["instance", "worker"], N.HELD_PULLS.gauge)
+    cap = f"max by (instance, worker) ({N.HELD_PULLS_LIMIT.gauge})"
     return Rule(
         alert="RmqproxyHeldPullsNearCap",
         expr=f"{held}\n> {HELD_PULLS_ALERT_RATIO} * {cap}",
@@ -90,8 +91,8 @@ def _held_pulls_near_cap() -> Rule:
         summary="{{ $value }} pulls held on {{ $labels.instance }}, near its maxHeldPulls",
         description=(
             f"More than {HELD_PULLS_ALERT_RATIO:.0%} of maxHeldPulls (rmqproxy_held_pulls_limit) pulls are "
-            "held. Past the cap pulls are answered at once instead of held, so consumers fall back to busy "
-            "polling. Raise maxHeldPulls or add brokers."
+            "held (by a proxy's worker: of its share). Past the cap pulls are answered at once instead of held, "
+            "so consumers fall back to busy polling. Raise maxHeldPulls or add brokers."
         ),
     )
 

@@ -24,6 +24,7 @@ The bounds that are totals for the proxy are split evenly among the workers
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import signal
@@ -165,8 +166,9 @@ class Supervisor:
         self.reactor = reactor
         self.argv = list(argv)
         self.count = workers
-        self.runtime = runtime = Runtime(config, reactor, node_id="rmqproxy-proxy", broker_label=True, wall=wall,
-                                         pull_log=PullLog.keeper_of(config))  # fmt: skip
+        # it holds no pulls: its limit is 0, so the workers' shares add up to maxHeldPulls in /metrics
+        self.runtime = runtime = Runtime(dataclasses.replace(config, max_held_pulls=0), reactor, node_id="rmqproxy-proxy",
+                                         broker_label=True, wall=wall, pull_log=PullLog.keeper_of(config))  # fmt: skip
         runtime.watch()
         self.tls = TlsSettings.of(config)
         self.dialer = Dialer(reactor, max_frame_bytes=config.max_frame_size, timeout_s=config.proxy_request_timeout_ms / 1000,

@@ -723,6 +723,13 @@ def test_the_name_server_port_is_bound_at_start_and_accepts_once_every_worker_is
     assert len(fleet.reactor.adopted) == 1  # once only
 
 
+def test_the_supervisor_s_own_held_pull_limit_is_zero_so_the_workers_shares_add_up(fleet: Fleet) -> None:
+    """It holds no pulls; each worker exports its share of maxHeldPulls (``worker_share``)."""
+    registry = fleet.supervisor.runtime.registry
+    assert registry.get_sample_value("rmqproxy_held_pulls_limit") == 0
+    assert fleet.supervisor.config.max_held_pulls > 0  # the total the workers split
+
+
 def test_ready_waits_for_the_cluster_even_with_every_worker_up(fleet: Fleet) -> None:
     fleet.hello(1, 2)
     assert fleet.supervisor.runtime.readiness.state == STARTING
